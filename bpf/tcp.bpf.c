@@ -1,0 +1,557 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Kernel TCP events that can make a request time out: retransmits (classified
+ * in the kernel), resets, failed connects, socket errors and zero windows, each
+ * with a snapshot of the socket and the process that owns it.
+ *
+ * Only tracepoints: the kernels we run on may lack kprobes and fentry. Every
+ * hook has a tp_btf program (typed args, socket cookies) and a raw_tp twin the
+ * loader uses where tp_btf is missing. Both share one body, selected by a
+ * compile-time `btf` flag, so the two cannot drift apart.
+ *
+ * Retransmit, RTO and reset events run in softirq or timer context where the
+ * current task is unrelated to the socket: the owner is recorded from hooks that
+ * run in process context (connect, listen, send, receive) in the socks table,
+ * keyed by the socket's address, and read back through the socket.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "tcp_event.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define TT_AF_INET 2
+#define TT_AF_INET6 10
+#define TT_IPPROTO_TCP 6
+#define TT_SOCK_STREAM 1
+
+/* TCP states (include/net/tcp_states.h); stable kernel ABI. */
+#define TT_TCP_ESTABLISHED 1
+#define TT_TCP_SYN_SENT 2
+#define TT_TCP_SYN_RECV 3
+#define TT_TCP_TIME_WAIT 6
+#define TT_TCP_CLOSE 7
+#define TT_TCP_LISTEN 10
+#define TT_TCP_NEW_SYN_RECV 12
+
+/* icsk_pending values (include/net/inet_connection_sock.h). */
+#define TT_ICSK_TIME_PROBE0 3
+#define TT_ICSK_TIME_LOSS_PROBE 5
+
+/* Set by the loader before load; frozen, so the verifier prunes dead branches. */
+const volatile __u32 target_tgid = 0;          /* 0: every process */
+const volatile bool emit_lifecycle = false;    /* connect/established/close events */
+const volatile bool has_retransmit_err = false;/* tcp_retransmit_skb has its err argument (6.17+) */
+const volatile __u64 tcp_write_timer_addr = 0; /* address of tcp_write_timer, 0: no zero-window events */
+const volatile __u32 rate_burst = 64;          /* retransmit-class events per socket per window */
+const volatile __u64 rate_window_ns = 1000000000ULL;
+const volatile __u64 wakeup_bytes = 256 * 1024;/* wake the reader only past this much data */
+
+/* What we know of a socket, keyed by its kernel address. */
+struct tt_sock {
+	__u64 id;           /* socket cookie */
+	__u64 cgroup_id;
+	__u32 tgid;         /* 0 until a process-context hook saw the owner */
+	__u32 netns;
+	__u8 comm[16];
+	__u64 window_start;
+	__u32 window_count;
+	__u32 suppressed;
+};
+
+/*
+ * A hash rather than SK_STORAGE: the zero-window hook derives the socket from
+ * a timer pointer, which the verifier will not pass to bpf_sk_storage_get, and
+ * raw_tp programs cannot use socket storage at all. Entries are deleted in
+ * tcp_destroy_sock; a full table is counted (TT_STAT_SOCKS_FULL), never silent.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct tt_sock);
+} socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 * 1024 * 1024);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TT_STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+/* Forces bpf2go to emit the Go type for the event and the enums. */
+const struct tt_tcp_event *unused_event __attribute__((unused));
+const enum tt_tcp_kind *unused_kind __attribute__((unused));
+const enum tt_stat *unused_stat __attribute__((unused));
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline bool is_tcp(const struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != TT_AF_INET && family != TT_AF_INET6)
+		return false;
+	if (BPF_CORE_READ_BITFIELD_PROBED(sk, sk_type) != TT_SOCK_STREAM)
+		return false;
+	return BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol) == TT_IPPROTO_TCP;
+}
+
+/* Only full sockets carry tcp_sock fields; request and timewait socks share sock_common only. */
+static __always_inline bool is_full(__u8 state)
+{
+	return state != TT_TCP_TIME_WAIT && state != TT_TCP_NEW_SYN_RECV;
+}
+
+static __always_inline __u64 sock_id(const struct sock *sk, bool btf)
+{
+	if (btf)
+		return bpf_get_socket_cookie((void *)sk);
+	__u64 c = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+	/* No cookie generated yet and raw_tp cannot make one: the address, marked. */
+	return c ? c : ((__u64)sk | (1ULL << 63));
+}
+
+static __always_inline struct tt_sock *sock_get(const struct sock *sk, bool btf, bool create)
+{
+	__u64 key = (__u64)sk;
+	struct tt_sock *s = bpf_map_lookup_elem(&socks, &key);
+	if (s || !create)
+		return s;
+	struct tt_sock init = {};
+	init.id = sock_id(sk, btf);
+	long err = bpf_map_update_elem(&socks, &key, &init, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: raced with another CPU */) {
+		stat_inc(TT_STAT_SOCKS_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&socks, &key);
+}
+
+/* Runs in the owner's process context: remember who owns the socket. */
+static __always_inline void note_owner(const struct sock *sk, bool btf)
+{
+	stat_inc(TT_STAT_OWNER_HITS);
+	if (!sk || !is_tcp(sk))
+		return;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (target_tgid && tgid != target_tgid)
+		return;
+	struct tt_sock *s = sock_get(sk, btf, true);
+	if (!s || s->tgid == tgid)
+		return;
+	s->tgid = tgid;
+	s->cgroup_id = bpf_get_current_cgroup_id();
+	s->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	bpf_get_current_comm(&s->comm, sizeof(s->comm));
+}
+
+static __always_inline bool rate_ok(struct tt_sock *s)
+{
+	__u64 now = bpf_ktime_get_ns();
+	if (now - s->window_start > rate_window_ns) {
+		s->window_start = now;
+		s->window_count = 0;
+	}
+	if (s->window_count >= rate_burst) {
+		s->suppressed++;
+		stat_inc(TT_STAT_RATE_LIMITED);
+		return false;
+	}
+	s->window_count++;
+	return true;
+}
+
+static __always_inline void fill_addrs(struct tt_tcp_event *e, const struct sock *sk)
+{
+	e->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	e->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	e->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (e->family == TT_AF_INET6) {
+		BPF_CORE_READ_INTO(&e->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&e->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	} else {
+		BPF_CORE_READ_INTO((__u32 *)e->saddr, sk, __sk_common.skc_rcv_saddr);
+		BPF_CORE_READ_INTO((__u32 *)e->daddr, sk, __sk_common.skc_daddr);
+	}
+}
+
+static __always_inline void fill_tcp(struct tt_tcp_event *e, const struct sock *sk)
+{
+	const struct inet_connection_sock *icsk = (const void *)sk;
+	const struct tcp_sock *tp = (const void *)sk;
+
+	e->ca_state = BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
+	e->pending = BPF_CORE_READ(icsk, icsk_pending);
+	e->backoff = BPF_CORE_READ(icsk, icsk_backoff);
+	e->retransmits = BPF_CORE_READ(icsk, icsk_retransmits);
+	e->rto_jiffies = BPF_CORE_READ(icsk, icsk_rto);
+	e->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3;
+	e->rttvar_us = BPF_CORE_READ(tp, mdev_us) >> 2;
+	e->snd_cwnd = BPF_CORE_READ(tp, snd_cwnd);
+	e->retrans_out = BPF_CORE_READ(tp, retrans_out);
+	e->lost_out = BPF_CORE_READ(tp, lost_out);
+	e->total_retrans = BPF_CORE_READ(tp, total_retrans);
+	e->snd_wnd = BPF_CORE_READ(tp, snd_wnd);
+}
+
+/*
+ * emit writes one event. sk may be a request sock (SYN-ACK retransmits): then
+ * only sock_common is read. owner names the socket whose owner to report.
+ */
+static __always_inline void emit(const struct sock *sk, struct tt_sock *owner, __u8 kind,
+				 __u8 state, __u8 old_state, int err, bool full)
+{
+	struct tt_tcp_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		stat_inc(TT_STAT_LOST);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts_ns = bpf_ktime_get_ns();
+	e->kind = kind;
+	e->state = state;
+	e->old_state = old_state;
+	e->err = err;
+	fill_addrs(e, sk);
+	if (full)
+		fill_tcp(e, sk);
+	if (owner) {
+		e->cookie = owner->id;
+		e->pid = owner->tgid;
+		e->cgroup_id = owner->cgroup_id;
+		e->netns = owner->netns;
+		__builtin_memcpy(e->comm, owner->comm, sizeof(e->comm));
+		e->suppressed = owner->suppressed;
+		owner->suppressed = 0;
+	}
+	if (!e->netns)
+		e->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+
+	__u64 flags = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+	stat_inc(TT_STAT_EMITTED);
+}
+
+/*
+ * The socket's entry for an event hook, or NULL when the event is filtered
+ * out. With a target process only sockets it is known to own pass.
+ */
+static __always_inline struct tt_sock *event_sock(const struct sock *sk, bool btf, bool *pass)
+{
+	struct tt_sock *s = sock_get(sk, btf, target_tgid == 0);
+	*pass = !target_tgid || (s && s->tgid == target_tgid);
+	return s;
+}
+
+static __always_inline int on_retransmit(unsigned long long *ctx, const struct sock *sk, bool btf)
+{
+	if (!sk)
+		return 0;
+	__u8 state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	if (!is_full(state))
+		return 0;
+	bool pass;
+	struct tt_sock *s = event_sock(sk, btf, &pass);
+	if (!pass)
+		return 0;
+
+	const struct inet_connection_sock *icsk = (const void *)sk;
+	__u8 ca = BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
+	__u8 pending = BPF_CORE_READ(icsk, icsk_pending);
+	__u8 kind;
+	/* SYN retries enter Loss too: classify by state first. */
+	if (state == TT_TCP_SYN_SENT)
+		kind = TT_KIND_SYN_RETRANSMIT;
+	else if (ca == TCP_CA_Loss)
+		kind = TT_KIND_RTO;
+	else if (ca == TCP_CA_Recovery)
+		kind = TT_KIND_FAST_RETRANSMIT;
+	else if (pending == TT_ICSK_TIME_LOSS_PROBE)
+		kind = TT_KIND_TLP;
+	else
+		kind = TT_KIND_RETRANSMIT;
+
+	if (s && !rate_ok(s))
+		return 0;
+	int err = 0;
+	if (has_retransmit_err)
+		err = (int)ctx[2];
+	emit(sk, s, kind, state, state, err, true);
+	return 0;
+}
+
+static __always_inline int on_state(const struct sock *sk, int old, int new, bool btf)
+{
+	if (!sk || !is_tcp(sk))
+		return 0;
+	/* connect() and listen() run in the owner's context. */
+	if ((old == TT_TCP_CLOSE && new == TT_TCP_SYN_SENT) || new == TT_TCP_LISTEN)
+		note_owner(sk, btf);
+
+	__u8 kind = 0;
+	int err = 0;
+	if (old == TT_TCP_SYN_SENT && new == TT_TCP_CLOSE) {
+		err = BPF_CORE_READ(sk, sk_err);
+		kind = err ? TT_KIND_CONNECT_FAILED : TT_KIND_CONNECT_ABORTED;
+	} else if (emit_lifecycle) {
+		if (old == TT_TCP_CLOSE && new == TT_TCP_SYN_SENT)
+			kind = TT_KIND_CONNECT;
+		else if (new == TT_TCP_ESTABLISHED)
+			kind = TT_KIND_ESTABLISHED;
+		else if (new == TT_TCP_CLOSE && old != TT_TCP_LISTEN)
+			kind = TT_KIND_CLOSE;
+	}
+	if (!kind)
+		return 0;
+	bool pass;
+	struct tt_sock *s = event_sock(sk, btf, &pass);
+	if (!pass)
+		return 0;
+	emit(sk, s, kind, new, old, err, true);
+	return 0;
+}
+
+static __always_inline int on_error(const struct sock *sk, bool btf)
+{
+	if (!sk || !is_tcp(sk))
+		return 0;
+	__u8 state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	/* A failed connect is reported once, by its SYN_SENT -> CLOSE. */
+	if (state == TT_TCP_SYN_SENT || !is_full(state))
+		return 0;
+	bool pass;
+	struct tt_sock *s = event_sock(sk, btf, &pass);
+	if (!pass)
+		return 0;
+	emit(sk, s, TT_KIND_SOCKET_ERROR, state, state, BPF_CORE_READ(sk, sk_err), true);
+	return 0;
+}
+
+static __always_inline int on_reset(const struct sock *sk, __u8 kind, bool btf)
+{
+	/* tcp_send_reset may have no socket (a RST for a port nobody owns). */
+	if (!sk)
+		return 0;
+	__u8 state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	bool full = is_full(state);
+	bool pass = !target_tgid;
+	struct tt_sock *s = NULL;
+	if (full)
+		s = event_sock(sk, btf, &pass);
+	if (!pass)
+		return 0;
+	emit(sk, s, kind, state, state, 0, full);
+	return 0;
+}
+
+static __always_inline int on_synack(const struct sock *listener, const void *req, bool btf)
+{
+	if (!listener || !req)
+		return 0;
+	bool pass;
+	struct tt_sock *s = event_sock(listener, btf, &pass);
+	if (!pass)
+		return 0;
+	if (s && !rate_ok(s))
+		return 0;
+	/* A request sock starts with sock_common: its addresses are the connection's. */
+	emit((const struct sock *)req, s, TT_KIND_SYNACK_RETRANSMIT, TT_TCP_SYN_RECV, TT_TCP_LISTEN, 0, false);
+	return 0;
+}
+
+/*
+ * The retransmission timer fired with the zero-window probe armed. The timer
+ * arrives as a number (copied out of ctx): the verifier refuses the
+ * container_of arithmetic on a typed pointer, and every read here is a probe
+ * read anyway.
+ */
+static __always_inline int on_timer(unsigned long long *ctx)
+{
+	__u64 addr;
+	if (!tcp_write_timer_addr || bpf_probe_read_kernel(&addr, sizeof(addr), ctx) || !addr)
+		return 0;
+	const struct timer_list *timer = (const void *)addr;
+	if ((__u64)BPF_CORE_READ(timer, function) != tcp_write_timer_addr)
+		return 0;
+	addr -= bpf_core_field_offset(struct inet_connection_sock, icsk_retransmit_timer);
+	const struct sock *sk = (const void *)addr;
+	const struct inet_connection_sock *icsk = (const void *)sk;
+	if (BPF_CORE_READ(icsk, icsk_pending) != TT_ICSK_TIME_PROBE0)
+		return 0;
+	bool pass;
+	/* Not a typed pointer here: no cookie helper, the entry holds the id. */
+	struct tt_sock *s = event_sock(sk, false, &pass);
+	if (!pass)
+		return 0;
+	if (s && !rate_ok(s))
+		return 0;
+	__u8 state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	emit(sk, s, TT_KIND_ZERO_WINDOW, state, state, 0, true);
+	return 0;
+}
+
+static __always_inline int on_destroy(const struct sock *sk)
+{
+	__u64 key = (__u64)sk;
+	bpf_map_delete_elem(&socks, &key);
+	return 0;
+}
+
+/* tp_btf programs: typed arguments, socket cookies. */
+
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(btf_retransmit_skb, const struct sock *sk)
+{
+	return on_retransmit(ctx, sk, true);
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(btf_inet_sock_set_state, const struct sock *sk, int old, int new)
+{
+	return on_state(sk, old, new, true);
+}
+
+SEC("tp_btf/inet_sk_error_report")
+int BPF_PROG(btf_inet_sk_error_report, const struct sock *sk)
+{
+	return on_error(sk, true);
+}
+
+SEC("tp_btf/tcp_receive_reset")
+int BPF_PROG(btf_tcp_receive_reset, const struct sock *sk)
+{
+	return on_reset(sk, TT_KIND_RESET_RECEIVED, true);
+}
+
+SEC("tp_btf/tcp_send_reset")
+int BPF_PROG(btf_tcp_send_reset, const struct sock *sk)
+{
+	return on_reset(sk, TT_KIND_RESET_SENT, true);
+}
+
+SEC("tp_btf/tcp_retransmit_synack")
+int BPF_PROG(btf_tcp_retransmit_synack, const struct sock *sk, const struct request_sock *req)
+{
+	return on_synack(sk, req, true);
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(btf_sock_send_length, const struct sock *sk)
+{
+	note_owner(sk, true);
+	return 0;
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(btf_sock_recv_length, const struct sock *sk)
+{
+	note_owner(sk, true);
+	return 0;
+}
+
+SEC("tp_btf/timer_expire_entry")
+int BPF_PROG(btf_timer_expire_entry)
+{
+	return on_timer(ctx);
+}
+
+SEC("tp_btf/tcp_destroy_sock")
+int BPF_PROG(btf_tcp_destroy_sock, const struct sock *sk)
+{
+	return on_destroy(sk);
+}
+
+/* raw_tp twins: the same bodies, untyped arguments read through probe reads. */
+
+SEC("raw_tp/tcp_retransmit_skb")
+int BPF_PROG(raw_retransmit_skb, const struct sock *sk)
+{
+	return on_retransmit(ctx, sk, false);
+}
+
+SEC("raw_tp/inet_sock_set_state")
+int BPF_PROG(raw_inet_sock_set_state, const struct sock *sk, int old, int new)
+{
+	return on_state(sk, old, new, false);
+}
+
+SEC("raw_tp/inet_sk_error_report")
+int BPF_PROG(raw_inet_sk_error_report, const struct sock *sk)
+{
+	return on_error(sk, false);
+}
+
+SEC("raw_tp/tcp_receive_reset")
+int BPF_PROG(raw_tcp_receive_reset, const struct sock *sk)
+{
+	return on_reset(sk, TT_KIND_RESET_RECEIVED, false);
+}
+
+SEC("raw_tp/tcp_send_reset")
+int BPF_PROG(raw_tcp_send_reset, const struct sock *sk)
+{
+	return on_reset(sk, TT_KIND_RESET_SENT, false);
+}
+
+SEC("raw_tp/tcp_retransmit_synack")
+int BPF_PROG(raw_tcp_retransmit_synack, const struct sock *sk, const struct request_sock *req)
+{
+	return on_synack(sk, req, false);
+}
+
+SEC("raw_tp/sock_send_length")
+int BPF_PROG(raw_sock_send_length, const struct sock *sk)
+{
+	note_owner(sk, false);
+	return 0;
+}
+
+SEC("raw_tp/sock_recv_length")
+int BPF_PROG(raw_sock_recv_length, const struct sock *sk)
+{
+	note_owner(sk, false);
+	return 0;
+}
+
+/* Before 6.3 there is no sock_recv_length: receives are seen here, in recvmsg. */
+SEC("raw_tp/tcp_rcv_space_adjust")
+int BPF_PROG(raw_tcp_rcv_space_adjust, const struct sock *sk)
+{
+	note_owner(sk, false);
+	return 0;
+}
+
+SEC("tp_btf/tcp_rcv_space_adjust")
+int BPF_PROG(btf_tcp_rcv_space_adjust, const struct sock *sk)
+{
+	note_owner(sk, true);
+	return 0;
+}
+
+SEC("raw_tp/timer_expire_entry")
+int BPF_PROG(raw_timer_expire_entry)
+{
+	return on_timer(ctx);
+}
+
+SEC("raw_tp/tcp_destroy_sock")
+int BPF_PROG(raw_tcp_destroy_sock, const struct sock *sk)
+{
+	return on_destroy(sk);
+}

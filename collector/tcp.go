@@ -1,0 +1,382 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// Config tunes the TCP collector.
+type Config struct {
+	// PID restricts events to sockets owned by this process (tgid); 0 traces all.
+	PID uint32
+	// Lifecycle adds connect/established/close events.
+	Lifecycle bool
+	// RingBufferBytes is the ring buffer size, a power of two multiple of the
+	// page size; 0 means 4 MiB.
+	RingBufferBytes uint32
+	// RateBurst caps retransmit-class events per socket per second; 0 means 64.
+	RateBurst uint32
+	// PollInterval bounds how long an event may wait in the ring buffer when
+	// wakeups are batched; 0 means 100 ms.
+	PollInterval time.Duration
+	// ForceRawTP uses raw_tp programs even where tp_btf works (tests, kernel matrix).
+	ForceRawTP bool
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// HookStatus says how one tracepoint was attached, or why not.
+type HookStatus struct {
+	Tracepoint string
+	Type       string // "tp_btf", "raw_tp", or "" when not attached
+	Required   bool
+	Purpose    string
+	Err        error // why it is not attached; nil when attached or not needed
+	Fallback   error // why tp_btf was not used when raw_tp was
+	Skipped    string
+}
+
+// Stats are the collector's counters, summed over CPUs.
+type Stats struct {
+	Emitted      uint64 // events the kernel wrote to the ring buffer
+	Lost         uint64 // events dropped because the ring buffer was full
+	RateLimited  uint64 // events suppressed by the per-socket rate limit
+	SocksFull    uint64 // sockets not tracked because the socket table was full
+	OwnerHits    uint64 // process-context hook runs (send, receive, connect)
+	DecodeErrors uint64 // samples userspace could not decode
+}
+
+// TCP collects kernel TCP events. Create it with StartTCP; Close it once.
+type TCP struct {
+	log    *slog.Logger
+	clk    clock
+	maps   map[string]*ebpf.Map
+	progs  []*ebpf.Program
+	links  []link.Link
+	hooks  []HookStatus
+	reader *ringbuf.Reader
+	events chan event.TCP
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	decodeErrors uint64
+	mu           sync.Mutex
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+// ErrRequiredHook is wrapped when a hook the collector cannot work without
+// fails to attach.
+var ErrRequiredHook = errors.New("required tracepoint not attached")
+
+// StartTCP loads the TCP programs, attaches every hook this kernel offers and
+// starts reading events. On error nothing is left attached.
+func StartTCP(cfg Config) (_ *TCP, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 100 * time.Millisecond
+	}
+	if err := Preflight(); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		// Since 5.11 BPF memory is charged to the cgroup; the rlimit is moot.
+		cfg.Logger.Debug("could not raise RLIMIT_MEMLOCK", "err", err)
+	}
+	hz, err := kernelHZ()
+	if err != nil {
+		hz = 250
+		cfg.Logger.Warn("kernel HZ unknown, assuming 250: rto values may be off", "err", err)
+	}
+
+	c := &TCP{
+		log:    cfg.Logger,
+		clk:    clock{wallMinusMono: monoOffset(), hz: hz},
+		maps:   map[string]*ebpf.Map{},
+		events: make(chan event.TCP, 4096),
+		done:   make(chan struct{}),
+	}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+
+	spec, err := loadTcp()
+	if err != nil {
+		return nil, fmt.Errorf("load tcp BPF spec: %w", err)
+	}
+	if err := configure(spec, cfg); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats} {
+		m, err := ebpf.NewMap(spec.Maps[name])
+		if err != nil {
+			return nil, fmt.Errorf("create map %s: %w", name, explain(err))
+		}
+		c.maps[name] = m
+	}
+	if err := c.attachAll(spec, cfg.ForceRawTP); err != nil {
+		return nil, err
+	}
+	c.reader, err = ringbuf.NewReader(c.maps[tcpMapEvents])
+	if err != nil {
+		return nil, fmt.Errorf("open ring buffer: %w", err)
+	}
+	c.wg.Add(1)
+	go c.read(cfg.PollInterval)
+	return c, nil
+}
+
+func configure(spec *ebpf.CollectionSpec, cfg Config) error {
+	set := func(name string, v any) error {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("configure tcp BPF: no variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return fmt.Errorf("configure tcp BPF %s: %w", name, err)
+		}
+		return nil
+	}
+	if cfg.RingBufferBytes != 0 {
+		spec.Maps[tcpMapEvents].MaxEntries = cfg.RingBufferBytes
+	}
+	burst := cfg.RateBurst
+	if burst == 0 {
+		burst = 64
+	}
+	timerAddr, err := kallsymsAddr("tcp_write_timer")
+	if err != nil {
+		cfg.Logger.Warn("zero-window events off: cannot read /proc/kallsyms", "err", err)
+	}
+	hasErr, err := tracepointHasArgs("tcp_retransmit_skb", 3)
+	if err != nil {
+		cfg.Logger.Debug("cannot inspect tcp_retransmit_skb prototype", "err", err)
+	}
+	for name, v := range map[string]any{
+		"target_tgid":          cfg.PID,
+		"emit_lifecycle":       cfg.Lifecycle,
+		"has_retransmit_err":   hasErr,
+		"tcp_write_timer_addr": timerAddr,
+		"rate_burst":           burst,
+	} {
+		if err := set(name, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tracepointHasArgs reports whether the tracepoint's prototype in kernel BTF
+// has at least n arguments (not counting the leading context pointer).
+func tracepointHasArgs(tp string, n int) (bool, error) {
+	kspec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false, err
+	}
+	var td *btf.Typedef
+	if err := kspec.TypeByName("btf_trace_"+tp, &td); err != nil {
+		return false, err
+	}
+	ptr, ok := td.Type.(*btf.Pointer)
+	if !ok {
+		return false, fmt.Errorf("btf_trace_%s is not a pointer", tp)
+	}
+	proto, ok := ptr.Target.(*btf.FuncProto)
+	if !ok {
+		return false, fmt.Errorf("btf_trace_%s is not a function pointer", tp)
+	}
+	return len(proto.Params)-1 >= n, nil
+}
+
+// attachAll attaches each hook as tp_btf, falling back to raw_tp per hook.
+func (c *TCP) attachAll(spec *ebpf.CollectionSpec, forceRaw bool) error {
+	attached := map[string]bool{}
+	for _, h := range tcpHooks {
+		st := HookStatus{Tracepoint: h.tracepoint, Required: h.required, Purpose: h.purpose}
+		if h.fallbackFor != "" && attached[h.fallbackFor] {
+			st.Skipped = h.fallbackFor + " is attached"
+			c.hooks = append(c.hooks, st)
+			continue
+		}
+		var errs []error
+		if !forceRaw {
+			if err := c.attachOne(spec, h.btfProg, h.tracepoint, true); err == nil {
+				st.Type = "tp_btf"
+			} else {
+				errs = append(errs, fmt.Errorf("tp_btf: %w", err))
+			}
+		}
+		if st.Type == "" {
+			if err := c.attachOne(spec, h.rawProg, h.tracepoint, false); err == nil {
+				st.Type = "raw_tp"
+				st.Fallback = errors.Join(errs...)
+			} else {
+				errs = append(errs, fmt.Errorf("raw_tp: %w", err))
+			}
+		}
+		if st.Type == "" {
+			st.Err = errors.Join(errs...)
+			if h.required {
+				return fmt.Errorf("attach %s: %w: %w", h.tracepoint, ErrRequiredHook, st.Err)
+			}
+			c.log.Warn("optional tracepoint not attached", "tracepoint", h.tracepoint, "purpose", h.purpose, "err", st.Err)
+		}
+		attached[h.tracepoint] = st.Type != ""
+		c.hooks = append(c.hooks, st)
+	}
+	return nil
+}
+
+func (c *TCP) attachOne(spec *ebpf.CollectionSpec, progName, tracepoint string, typed bool) error {
+	cs := spec.Copy()
+	for name := range cs.Programs {
+		if name != progName {
+			delete(cs.Programs, name)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(cs, ebpf.CollectionOptions{MapReplacements: c.maps})
+	if err != nil {
+		return fmt.Errorf("load %s: %w", progName, explain(err))
+	}
+	prog := coll.DetachProgram(progName)
+	coll.Close()
+	if prog == nil {
+		return fmt.Errorf("load %s: program missing from collection", progName)
+	}
+	var l link.Link
+	if typed {
+		l, err = link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+	} else {
+		l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoint, Program: prog})
+	}
+	if err != nil {
+		prog.Close()
+		return fmt.Errorf("attach %s: %w", progName, explain(err))
+	}
+	c.progs = append(c.progs, prog)
+	c.links = append(c.links, l)
+	return nil
+}
+
+// explain shortens verifier errors to their last lines and names the usual
+// permission problem; the full log is only useful to developers.
+func explain(err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("verifier rejected the program: %v", fmt.Sprintf("%.300v", ve))
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w (run as root, or grant CAP_BPF and CAP_PERFMON)", err)
+	}
+	return err
+}
+
+func (c *TCP) read(poll time.Duration) {
+	defer c.wg.Done()
+	defer close(c.events)
+	var rec ringbuf.Record
+	for {
+		c.reader.SetDeadline(time.Now().Add(poll))
+		err := c.reader.ReadInto(&rec)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			continue
+		case errors.Is(err, ringbuf.ErrClosed):
+			return
+		case err != nil:
+			c.log.Error("read ring buffer", "err", err)
+			return
+		}
+		var ev event.TCP
+		if err := decodeTCP(rec.RawSample, c.clk, &ev); err != nil {
+			c.mu.Lock()
+			c.decodeErrors++
+			c.mu.Unlock()
+			c.log.Warn("drop undecodable event", "err", err)
+			continue
+		}
+		select {
+		case c.events <- ev:
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// Events delivers decoded events in the order the ring buffer holds them.
+// It is closed after Close. A slow consumer makes the kernel drop events,
+// which Stats counts as Lost.
+func (c *TCP) Events() <-chan event.TCP { return c.events }
+
+// Hooks reports how each tracepoint was attached.
+func (c *TCP) Hooks() []HookStatus { return c.hooks }
+
+// HZ returns the kernel tick rate used to convert RTOs.
+func (c *TCP) HZ() uint32 { return c.clk.hz }
+
+// Stats sums the kernel's per-CPU counters.
+func (c *TCP) Stats() (Stats, error) {
+	var s Stats
+	m := c.maps[tcpMapStats]
+	if m == nil {
+		return s, errors.New("read stats: collector closed")
+	}
+	dst := []*uint64{&s.Emitted, &s.Lost, &s.RateLimited, &s.SocksFull, &s.OwnerHits}
+	for i, p := range dst {
+		var perCPU []uint64
+		if err := m.Lookup(uint32(i), &perCPU); err != nil {
+			return s, fmt.Errorf("read stats: %w", err)
+		}
+		for _, v := range perCPU {
+			*p += v
+		}
+	}
+	c.mu.Lock()
+	s.DecodeErrors = c.decodeErrors
+	c.mu.Unlock()
+	return s, nil
+}
+
+// Close detaches everything, in this order: stop the reader (closing the
+// ring buffer unblocks it; a done channel alone would not), wait for it,
+// close links, then programs and maps. Safe to call more than once.
+func (c *TCP) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		var errs []error
+		if c.reader != nil {
+			errs = append(errs, c.reader.Close())
+			c.wg.Wait()
+		} else {
+			close(c.events)
+		}
+		for _, l := range c.links {
+			errs = append(errs, l.Close())
+		}
+		for _, p := range c.progs {
+			errs = append(errs, p.Close())
+		}
+		for _, m := range c.maps {
+			errs = append(errs, m.Close())
+		}
+		c.maps = nil
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
