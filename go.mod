@@ -11,6 +11,7 @@ require (
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	golang.org/x/arch v0.33.0 // indirect
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go

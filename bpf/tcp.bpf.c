@@ -60,6 +60,9 @@ struct tt_sock {
 	__u64 window_start;
 	__u32 window_count;
 	__u32 suppressed;
+	/* The local port, kept because the kernel zeroes it when a closing
+	 * socket releases its port, before the error report and the close. */
+	__u16 sport;
 };
 
 /*
@@ -75,6 +78,25 @@ struct {
 	__type(key, __u64);
 	__type(value, struct tt_sock);
 } socks SEC(".maps");
+
+/*
+ * What the hot path checks: the owner last recorded in socks. Socket storage
+ * lives in the socket itself, a cache line the send path touches anyway;
+ * the socks hash spreads over megabytes and costs a cache miss per lookup.
+ * Only tp_btf programs can use it; raw_tp ones go to socks every time.
+ */
+struct tt_owner_seen {
+	__u32 tgid;
+	__u16 sport;
+	__u16 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tt_owner_seen);
+} owner_seen SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -141,22 +163,51 @@ static __always_inline struct tt_sock *sock_get(const struct sock *sk, bool btf,
 	return bpf_map_lookup_elem(&socks, &key);
 }
 
-/* Runs in the owner's process context: remember who owns the socket. */
+/*
+ * Runs in the owner's process context on every send and receive of every
+ * socket on the node: the hottest code here. With typed pointers (tp_btf) it
+ * reads fields directly, no probe-read helper calls, and returns after one
+ * hash lookup when the socket's owner is already known.
+ */
 static __always_inline void note_owner(const struct sock *sk, bool btf)
 {
 	stat_inc(TT_STAT_OWNER_HITS);
-	if (!sk || !is_tcp(sk))
+	if (!sk)
 		return;
+	if (btf) {
+		__u16 family = sk->__sk_common.skc_family;
+		if (family != TT_AF_INET && family != TT_AF_INET6)
+			return;
+		if (BPF_CORE_READ_BITFIELD(sk, sk_protocol) != TT_IPPROTO_TCP ||
+		    BPF_CORE_READ_BITFIELD(sk, sk_type) != TT_SOCK_STREAM)
+			return;
+	} else if (!is_tcp(sk)) {
+		return;
+	}
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	if (target_tgid && tgid != target_tgid)
 		return;
+	struct tt_owner_seen *seen = NULL;
+	if (btf) {
+		seen = bpf_sk_storage_get(&owner_seen, (void *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (seen && seen->tgid == tgid && seen->sport)
+			return;
+	}
 	struct tt_sock *s = sock_get(sk, btf, true);
-	if (!s || s->tgid == tgid)
+	if (!s)
 		return;
-	s->tgid = tgid;
-	s->cgroup_id = bpf_get_current_cgroup_id();
-	s->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
-	bpf_get_current_comm(&s->comm, sizeof(s->comm));
+	if (!s->sport)
+		s->sport = btf ? sk->__sk_common.skc_num : BPF_CORE_READ(sk, __sk_common.skc_num);
+	if (s->tgid != tgid) {
+		s->tgid = tgid;
+		s->cgroup_id = bpf_get_current_cgroup_id();
+		s->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+		bpf_get_current_comm(&s->comm, sizeof(s->comm));
+	}
+	if (seen) {
+		seen->tgid = tgid;
+		seen->sport = s->sport;
+	}
 }
 
 static __always_inline bool rate_ok(struct tt_sock *s)
@@ -237,6 +288,10 @@ static __always_inline void emit(const struct sock *sk, struct tt_sock *owner, _
 		__builtin_memcpy(e->comm, owner->comm, sizeof(e->comm));
 		e->suppressed = owner->suppressed;
 		owner->suppressed = 0;
+		if (!e->sport)
+			e->sport = owner->sport;
+		else if (!owner->sport && full)
+			owner->sport = e->sport;
 	}
 	if (!e->netns)
 		e->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
@@ -459,8 +514,12 @@ int BPF_PROG(btf_sock_send_length, const struct sock *sk)
 }
 
 SEC("tp_btf/sock_recv_length")
-int BPF_PROG(btf_sock_recv_length, const struct sock *sk)
+int BPF_PROG(btf_sock_recv_length, const struct sock *sk, int ret)
 {
+	/* A failed receive (EAGAIN before every parked read in Go) is followed
+	 * by one that succeeds: skip it. */
+	if (ret <= 0)
+		return 0;
 	note_owner(sk, true);
 	return 0;
 }
@@ -523,8 +582,10 @@ int BPF_PROG(raw_sock_send_length, const struct sock *sk)
 }
 
 SEC("raw_tp/sock_recv_length")
-int BPF_PROG(raw_sock_recv_length, const struct sock *sk)
+int BPF_PROG(raw_sock_recv_length, const struct sock *sk, int ret)
 {
+	if (ret <= 0)
+		return 0;
 	note_owner(sk, false);
 	return 0;
 }

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -41,10 +40,10 @@ func decodeTCP(raw []byte, clk clock, out *event.TCP) error {
 	if len(raw) < tcpEventSize {
 		return fmt.Errorf("decode tcp event: %d bytes, want %d", len(raw), tcpEventSize)
 	}
+	// The sample is the C struct in host layout (bpf2go generated the Go
+	// type with structs.HostLayout): copy it out without reflection.
 	var r tcpTtTcpEvent
-	if _, err := binary.Decode(raw[:tcpEventSize], binary.NativeEndian, &r); err != nil {
-		return fmt.Errorf("decode tcp event: %w", err)
-	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), tcpEventSize), raw)
 	kind := event.TCPKind(r.Kind)
 	if !kind.Valid() {
 		return fmt.Errorf("decode tcp event: unknown kind %d", r.Kind)

@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/timeout-tracer/tracer/event"
 )
@@ -64,6 +67,7 @@ type TCP struct {
 	clk    clock
 	maps   map[string]*ebpf.Map
 	progs  []*ebpf.Program
+	tps    []string // the tracepoint of progs[i]
 	links  []link.Link
 	hooks  []HookStatus
 	reader *ringbuf.Reader
@@ -123,7 +127,7 @@ func StartTCP(cfg Config) (_ *TCP, err error) {
 	if err := configure(spec, cfg); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats} {
+	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats, tcpMapOwnerSeen} {
 		m, err := ebpf.NewMap(spec.Maps[name])
 		if err != nil {
 			return nil, fmt.Errorf("create map %s: %w", name, explain(err))
@@ -270,6 +274,7 @@ func (c *TCP) attachOne(spec *ebpf.CollectionSpec, progName, tracepoint string, 
 		return fmt.Errorf("attach %s: %w", progName, explain(err))
 	}
 	c.progs = append(c.progs, prog)
+	c.tps = append(c.tps, tracepoint)
 	c.links = append(c.links, l)
 	return nil
 }
@@ -379,4 +384,32 @@ func (c *TCP) Close() error {
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
+}
+
+// ProgramStat is the kernel's run count and cumulative run time of one
+// attached program (counted only while EnableRunStats is in effect).
+type ProgramStat struct {
+	Runs    uint64
+	Runtime time.Duration
+}
+
+// ProgramStats returns the run statistics of each attached program, by
+// tracepoint.
+func (c *TCP) ProgramStats() (map[string]ProgramStat, error) {
+	out := map[string]ProgramStat{}
+	for i, p := range c.progs {
+		st, err := p.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("read stats of %s: %w", c.tps[i], err)
+		}
+		out[c.tps[i]] = ProgramStat{Runs: st.RunCount, Runtime: st.Runtime}
+	}
+	return out, nil
+}
+
+// EnableRunStats makes the kernel count BPF program runs and run time
+// (kernel.bpf_stats_enabled) until the returned Closer is closed. It costs a
+// little on every run: benchmarks only.
+func EnableRunStats() (io.Closer, error) {
+	return ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 }

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tcpTtOwnerSeen struct {
+	_     structs.HostLayout
+	Tgid  uint32
+	Sport uint16
+	Pad   uint16
+}
+
 type tcpTtSock struct {
 	_           structs.HostLayout
 	Id          uint64
@@ -23,6 +30,8 @@ type tcpTtSock struct {
 	WindowStart uint64
 	WindowCount uint32
 	Suppressed  uint32
+	Sport       uint16
+	_           [6]byte
 }
 
 type tcpTtStat uint32
@@ -94,6 +103,7 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	tcpMapEvents                  = "events"
+	tcpMapOwnerSeen               = "owner_seen"
 	tcpMapSocks                   = "socks"
 	tcpMapStats                   = "stats"
 	tcpProgBtfInetSkErrorReport   = "btf_inet_sk_error_report"
@@ -200,9 +210,10 @@ type tcpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcpMapSpecs struct {
-	Events *ebpf.MapSpec `ebpf:"events"`
-	Socks  *ebpf.MapSpec `ebpf:"socks"`
-	Stats  *ebpf.MapSpec `ebpf:"stats"`
+	Events    *ebpf.MapSpec `ebpf:"events"`
+	OwnerSeen *ebpf.MapSpec `ebpf:"owner_seen"`
+	Socks     *ebpf.MapSpec `ebpf:"socks"`
+	Stats     *ebpf.MapSpec `ebpf:"stats"`
 }
 
 // tcpVariableSpecs contains global variables before they are loaded into the kernel.
@@ -241,14 +252,16 @@ func (o *tcpObjects) Close() error {
 //
 // It can be passed to loadTcpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcpMaps struct {
-	Events *ebpf.Map `ebpf:"events"`
-	Socks  *ebpf.Map `ebpf:"socks"`
-	Stats  *ebpf.Map `ebpf:"stats"`
+	Events    *ebpf.Map `ebpf:"events"`
+	OwnerSeen *ebpf.Map `ebpf:"owner_seen"`
+	Socks     *ebpf.Map `ebpf:"socks"`
+	Stats     *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *tcpMaps) Close() error {
 	return _TcpClose(
 		m.Events,
+		m.OwnerSeen,
 		m.Socks,
 		m.Stats,
 	)

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/timeout-tracer/tracer/collector"
-	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
 )
 
@@ -171,5 +170,3 @@ func watchProcess(pid int) (<-chan struct{}, error) {
 	}()
 	return done, nil
 }
-
-var _ = event.TCPRTO

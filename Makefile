@@ -1,0 +1,60 @@
+# timeout-tracer. `make help` lists the targets.
+SHELL     := /bin/bash
+GO        ?= go
+CLANG     ?= clang-19
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+GENERATED := collector/*_bpfel.go collector/*_bpfel.o
+TESTFLAGS ?= -count=1 -timeout 45m
+
+deps: ## install build and test dependencies (Debian, as root)
+	.ci/deps
+
+.PHONY: help deps build build-arm64 generate generate-check lint test test-unprivileged bench fuzz clean
+
+help: ## list targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+build: ## bin/tracer for this machine (no clang needed: BPF objects are committed)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tracer ./cmd/tracer
+
+build-arm64: ## bin/tracer-arm64
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tracer-arm64 ./cmd/tracer
+
+generate: ## regenerate BPF objects with $(CLANG) (amd64 + arm64)
+	$(GO) generate ./collector/...
+
+generate-check: generate ## fail if the committed BPF objects are stale
+	@if ! git diff --quiet -- $(GENERATED) || [ -n "$$(git ls-files --others --exclude-standard -- collector)" ]; then \
+		git status --short -- collector; \
+		echo "generated BPF objects are stale: run 'make generate' and commit them" >&2; exit 1; \
+	fi
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+test: build ## every test; as root the kernel and fault-lab tests run too
+	$(GO) test $(TESTFLAGS) ./...
+
+test-unprivileged: ## the unit tests as user nobody: root-only tests must skip with a reason
+	@rm -rf /tmp/tt-unpriv && mkdir -p /tmp/tt-unpriv/bin && chmod -R 777 /tmp/tt-unpriv
+	$(GO) build -o /tmp/tt-unpriv/bin/tracer ./cmd/tracer
+	for p in tcpclient tcpsink; do $(GO) build -o /tmp/tt-unpriv/bin/$$p ./internal/testprog/$$p; done
+	@set -eo pipefail; for pkg in $$($(GO) list -f '{{if .TestGoFiles}}{{.ImportPath}}{{end}}' ./...); do \
+		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); bin=/tmp/tt-unpriv/$$(basename $$pkg).test; \
+		$(GO) test -c -o $$bin $$pkg; chmod 755 $$bin; \
+		echo "--- $$pkg (as nobody)"; \
+		(cd $$dir && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+			env HOME=/tmp/tt-unpriv TT_TEST_BIN_DIR=/tmp/tt-unpriv/bin $$bin -test.count=1 -test.v 2>&1 \
+			| grep -E '^(--- SKIP|--- FAIL|ok|FAIL|PASS|panic)|^ +[a-z_]+_test\.go:[0-9]+: ' ); \
+	done
+
+bench: build ## overhead and storm benchmarks (root): prints ratios
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/...
+
+fuzz: ## run each fuzzer for FUZZTIME (default 60s)
+	$(GO) test -run '^$$' -fuzz FuzzDecodeTCP -fuzztime $${FUZZTIME:-60s} ./collector/
+
+clean:
+	rm -rf bin

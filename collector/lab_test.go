@@ -1,0 +1,522 @@
+package collector
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/internal/netlab"
+	"github.com/timeout-tracer/tracer/internal/testprog"
+)
+
+// These tests make real traffic between two network namespaces, inject real
+// faults with iptables and check what the attached collector reports. They
+// need root and a kernel with BTF; elsewhere they skip with the reason.
+
+const labPort = 8080
+
+// requireTracing is the one skip helper of the kernel tests.
+func requireTracing(t *testing.T) {
+	t.Helper()
+	netlab.RequireRoot(t)
+	if err := Preflight(); err != nil {
+		t.Skipf("kernel tracing unavailable: %v", err)
+	}
+}
+
+func startCollector(t *testing.T, cfg Config) *TCP {
+	t.Helper()
+	if cfg.RateBurst == 0 {
+		cfg.RateBurst = 100000
+	}
+	cfg.PollInterval = 20 * time.Millisecond
+	c, err := StartTCP(cfg)
+	if err != nil {
+		t.Fatalf("start collector: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close collector: %v", err)
+		}
+	})
+	return c
+}
+
+// collect gathers the events of one connection (by local port and peer)
+// until done says enough or the timeout passes.
+func collect(t *testing.T, c *TCP, local, peer netip.AddrPort, timeout time.Duration, done func([]event.TCP) bool) []event.TCP {
+	t.Helper()
+	var got []event.TCP
+	deadline := time.After(timeout)
+	for {
+		if done != nil && done(got) {
+			return got
+		}
+		select {
+		case ev, ok := <-c.Events():
+			if !ok {
+				t.Fatal("event channel closed")
+			}
+			if (local.IsValid() && ev.Local != local) || ev.Peer != peer {
+				continue
+			}
+			got = append(got, ev)
+		case <-deadline:
+			return got
+		}
+	}
+}
+
+func count(evs []event.TCP, k event.TCPKind) int {
+	n := 0
+	for _, e := range evs {
+		if e.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+func ofKind(evs []event.TCP, k event.TCPKind) []event.TCP {
+	var out []event.TCP
+	for _, e := range evs {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func kinds(evs []event.TCP) string {
+	var s []string
+	for _, e := range evs {
+		s = append(s, fmt.Sprintf("%s(state=%s backoff=%d rto=%v err=%s)", e.Kind, e.State, e.Backoff, e.RTO, e.ErrnoName()))
+	}
+	return strings.Join(s, ", ")
+}
+
+// serve accepts on the server side and either discards what it reads or,
+// with hold, never reads (to close the window).
+func serve(t *testing.T, p *netlab.Pair, addr netip.Addr, hold bool) netip.AddrPort {
+	t.Helper()
+	ap := netip.AddrPortFrom(addr, labPort)
+	ln, err := p.Listen("tcp", ap.String())
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if hold {
+				t.Cleanup(func() { conn.Close() })
+				continue
+			}
+			go func() {
+				defer conn.Close()
+				io.Copy(conn, conn) // echo
+			}()
+		}
+	}()
+	return ap
+}
+
+func addrPort(t *testing.T, a net.Addr) netip.AddrPort {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+func roundTrip(t *testing.T, conn net.Conn) {
+	t.Helper()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	msg := []byte("ping")
+	if _, err := conn.Write(msg); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if _, err := io.ReadFull(conn, make([]byte, len(msg))); err != nil {
+		t.Fatalf("read echo: %v", err)
+	}
+	conn.SetDeadline(time.Time{})
+}
+
+// checkRTOs asserts a blackholed connection's RTO series: the timer backs off
+// (icsk_backoff grows by one per firing) and the RTO doubles.
+func checkRTOs(t *testing.T, evs []event.TCP, min int) {
+	t.Helper()
+	rtos := ofKind(evs, event.TCPRTO)
+	if len(rtos) < min {
+		t.Fatalf("%d rto events, want >= %d; got: %s", len(rtos), min, kinds(evs))
+	}
+	for i := 1; i < len(rtos); i++ {
+		if rtos[i].Backoff != rtos[i-1].Backoff+1 {
+			t.Errorf("backoff %d after %d, want +1 per RTO: %s", rtos[i].Backoff, rtos[i-1].Backoff, kinds(rtos))
+		}
+		if rtos[i].RTO < rtos[i-1].RTO {
+			t.Errorf("rto shrank from %v to %v", rtos[i-1].RTO, rtos[i].RTO)
+		}
+		if rtos[i].Retransmits <= rtos[i-1].Retransmits {
+			t.Errorf("retransmits %d after %d, want growing", rtos[i].Retransmits, rtos[i-1].Retransmits)
+		}
+	}
+	if last, first := rtos[len(rtos)-1].RTO, rtos[0].RTO; last < 2*first {
+		t.Errorf("rto went %v -> %v, want at least doubled", first, last)
+	}
+	for _, e := range rtos {
+		if e.State != 1 || e.CAState.String() != "loss" || e.SRTT <= 0 || e.Cookie == 0 {
+			t.Errorf("rto snapshot wrong: %+v", e)
+		}
+	}
+}
+
+// TestRTOOwnedByOtherProcess: a blackhole after the handshake gives rto
+// events with growing backoff, attributed to the client process (not the
+// tracer, not whatever task the timer interrupted), with the right 4-tuple.
+func TestRTOOwnedByOtherProcess(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	c := startCollector(t, Config{})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := p.ClientCmd(ctx, testprog.Path(t, "tcpclient"), "-addr", srv.String(), "-every", "50ms", "-duration", "20s")
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cancel()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("client did not connect: %v", err)
+	}
+	local := netip.MustParseAddrPort(strings.TrimSpace(strings.TrimPrefix(line, "connected ")))
+	time.Sleep(200 * time.Millisecond) // healthy sends first
+	if err := p.Blackhole(labPort); err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, local, srv, 8*time.Second, func(e []event.TCP) bool { return count(e, event.TCPRTO) >= 3 })
+	checkRTOs(t, evs, 3)
+	for _, e := range evs {
+		if int(e.PID) != cmd.Process.Pid || e.Comm != "tcpclient" {
+			t.Fatalf("event owned by pid %d %q, want the client %d: %+v", e.PID, e.Comm, cmd.Process.Pid, e)
+		}
+		if e.Local != local || e.Peer != srv {
+			t.Fatalf("4-tuple %s -> %s, want %s -> %s", e.Local, e.Peer, local, srv)
+		}
+	}
+	if n := count(evs, event.TCPFastRetransmit); n != 0 {
+		t.Errorf("%d fast retransmits on a blackholed connection", n)
+	}
+}
+
+// TestRTOIPv6 is the RTO case over IPv6, with the collector filtered to
+// this process.
+func TestRTOIPv6(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr6, false)
+	c := startCollector(t, Config{PID: uint32(os.Getpid())})
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, conn)
+	if err := p.Blackhole(labPort); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	local := addrPort(t, conn.LocalAddr())
+	evs := collect(t, c, local, srv, 6*time.Second, func(e []event.TCP) bool { return count(e, event.TCPRTO) >= 3 })
+	checkRTOs(t, evs, 3)
+	if !local.Addr().Is6() || evs[0].PID != uint32(os.Getpid()) {
+		t.Errorf("want IPv6 events owned by this process: %+v", evs[0])
+	}
+}
+
+// TestPreexistingSocketAttributedAfterSend: a socket opened before the
+// collector started is attributed to its owner after its next send.
+func TestPreexistingSocketAttributedAfterSend(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, conn)
+	c := startCollector(t, Config{PID: uint32(os.Getpid())})
+	if err := p.Blackhole(labPort); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, addrPort(t, conn.LocalAddr()), srv, 6*time.Second, func(e []event.TCP) bool { return count(e, event.TCPRTO) >= 2 })
+	if count(evs, event.TCPRTO) < 2 {
+		t.Fatalf("pre-existing socket: got %s", kinds(evs))
+	}
+	for _, e := range evs {
+		if e.PID != uint32(os.Getpid()) {
+			t.Fatalf("owner %d, want %d", e.PID, os.Getpid())
+		}
+	}
+}
+
+// TestFastRetransmitUnderLoss: 2% loss on a bulk transfer gives fast
+// retransmits, and rto events exactly when the kernel's own counter says an
+// RTO fired.
+func TestFastRetransmitUnderLoss(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	c := startCollector(t, Config{PID: uint32(os.Getpid())})
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, conn) // drain the echo
+	if err := p.Loss(labPort, 0.02); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64*1024)
+	conn.SetWriteDeadline(time.Now().Add(15 * time.Second))
+	for sent := 0; sent < 16<<20; sent += len(buf) {
+		if _, err := conn.Write(buf); err != nil {
+			t.Fatalf("bulk write: %v", err)
+		}
+	}
+	info := waitAcked(t, conn)
+	// The events wait in the collector's channel (4096 deep) meanwhile.
+	evs := collect(t, c, addrPort(t, conn.LocalAddr()), srv, 500*time.Millisecond, nil)
+	fast, rto := count(evs, event.TCPFastRetransmit), count(evs, event.TCPRTO)
+	t.Logf("kernel: %d segments retransmitted, %d RTOs; tracer: %d fast_retransmit, %d rto, %d tlp, %d other",
+		info.Total_retrans, info.Total_rto, fast, rto, count(evs, event.TCPTLP), count(evs, event.TCPRetransmit))
+	if fast == 0 {
+		t.Fatalf("no fast_retransmit under 2%% loss: %s", kinds(evs))
+	}
+	if (info.Total_rto == 0) != (rto == 0) {
+		t.Errorf("kernel counted %d RTOs, tracer saw %d rto events", info.Total_rto, rto)
+	}
+	for _, e := range ofKind(evs, event.TCPFastRetransmit) {
+		if e.CAState.String() != "recovery" || e.PID != uint32(os.Getpid()) {
+			t.Errorf("fast retransmit snapshot wrong: %+v", e)
+		}
+	}
+	if n := len(evs); uint32(n) > info.Total_retrans {
+		t.Errorf("%d retransmit events for %d retransmitted segments", n, info.Total_retrans)
+	}
+}
+
+// TestSYNBlackhole: dropped SYNs give syn_retransmit events, then
+// connect_failed with ETIMEDOUT, all on one socket.
+func TestSYNBlackhole(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	if err := p.Sysctl(p.ClientNS, "net.ipv4.tcp_syn_retries", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.DropSYN(labPort); err != nil {
+		t.Fatal(err)
+	}
+	c := startCollector(t, Config{PID: uint32(os.Getpid())})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := p.Dial(ctx, "tcp", srv.String()); !errors.Is(err, syscall.ETIMEDOUT) {
+		t.Fatalf("dial error %v, want ETIMEDOUT", err)
+	}
+	evs := collect(t, c, netip.AddrPort{}, srv, 3*time.Second, func(e []event.TCP) bool { return count(e, event.TCPConnectFailed) > 0 })
+	syns := ofKind(evs, event.TCPSynRetransmit)
+	failed := ofKind(evs, event.TCPConnectFailed)
+	if len(syns) == 0 || len(failed) != 1 {
+		t.Fatalf("want syn_retransmit then one connect_failed, got %s", kinds(evs))
+	}
+	if failed[0].Errno != syscall.ETIMEDOUT || failed[0].State.String() != "CLOSE" || failed[0].OldState.String() != "SYN_SENT" {
+		t.Errorf("connect_failed: %+v", failed[0])
+	}
+	for _, e := range syns {
+		if e.Cookie != failed[0].Cookie || e.State.String() != "SYN_SENT" || e.Mono > failed[0].Mono {
+			t.Errorf("syn_retransmit not before the failure on the same socket: %+v", e)
+		}
+	}
+	if n := count(evs, event.TCPRTO); n != 0 {
+		t.Errorf("SYN retries read as %d RTOs", n)
+	}
+}
+
+// TestResetReceived: a RST on an established connection is reported, with
+// the ECONNRESET the socket dies with.
+func TestResetReceived(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	c := startCollector(t, Config{PID: uint32(os.Getpid())})
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, conn)
+	if err := p.RejectReset(labPort); err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte("after the reject rule"))
+	evs := collect(t, c, addrPort(t, conn.LocalAddr()), srv, 5*time.Second, func(e []event.TCP) bool {
+		return count(e, event.TCPResetReceived) > 0 && count(e, event.TCPSocketError) > 0
+	})
+	rst := ofKind(evs, event.TCPResetReceived)
+	if len(rst) != 1 || rst[0].State.String() != "ESTABLISHED" || rst[0].PID != uint32(os.Getpid()) {
+		t.Fatalf("want one reset_received in ESTABLISHED, got %s", kinds(evs))
+	}
+	if se := ofKind(evs, event.TCPSocketError); len(se) != 1 || se[0].Errno != syscall.ECONNRESET {
+		t.Errorf("want socket_error ECONNRESET, got %s", kinds(evs))
+	}
+}
+
+// TestConnectRefused: nothing listening gives connect_failed ECONNREFUSED.
+func TestConnectRefused(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	c := startCollector(t, Config{PID: uint32(os.Getpid())})
+	closed := netip.AddrPortFrom(p.ServerAddr, 9)
+	if _, err := p.Dial(context.Background(), "tcp", closed.String()); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial error %v, want ECONNREFUSED", err)
+	}
+	evs := collect(t, c, netip.AddrPort{}, closed, 3*time.Second, func(e []event.TCP) bool { return count(e, event.TCPConnectFailed) > 0 })
+	failed := ofKind(evs, event.TCPConnectFailed)
+	if len(failed) != 1 || failed[0].Errno != syscall.ECONNREFUSED || failed[0].PID != uint32(os.Getpid()) {
+		t.Fatalf("want connect_failed ECONNREFUSED, got %s", kinds(evs))
+	}
+}
+
+// TestHealthyTrafficIsQuiet: round trips on a clean link give no event at
+// all (lifecycle events off).
+func TestHealthyTrafficIsQuiet(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	c := startCollector(t, Config{PID: uint32(os.Getpid())})
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		roundTrip(t, conn)
+	}
+	if evs := collect(t, c, addrPort(t, conn.LocalAddr()), srv, time.Second, nil); len(evs) != 0 {
+		t.Fatalf("healthy connection produced events: %s", kinds(evs))
+	}
+	s, err := c.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.OwnerHits == 0 {
+		t.Error("no process-context hook ran during 200 round trips")
+	}
+}
+
+// TestLifecycleEvents: with lifecycle on, connect, established and close
+// bracket a connection.
+func TestLifecycleEvents(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	c := startCollector(t, Config{PID: uint32(os.Getpid()), Lifecycle: true})
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, conn)
+	local := addrPort(t, conn.LocalAddr())
+	conn.Close()
+	evs := collect(t, c, netip.AddrPort{}, srv, 3*time.Second, func(e []event.TCP) bool { return count(e, event.TCPClose) > 0 })
+	if count(evs, event.TCPConnect) != 1 || count(evs, event.TCPEstablished) != 1 || count(evs, event.TCPClose) != 1 {
+		t.Fatalf("want connect, established, close; got %s", kinds(evs))
+	}
+	for _, e := range evs[1:] { // connect has no local port yet in some kernels
+		if e.Local != local {
+			t.Errorf("%s on %s, want %s", e.Kind, e.Local, local)
+		}
+	}
+}
+
+// TestZeroWindow: a server that stops reading closes its window; the
+// client's zero-window probe timer is reported.
+func TestZeroWindow(t *testing.T) {
+	requireTracing(t)
+	if addr, _ := kallsymsAddr("tcp_write_timer"); addr == 0 {
+		t.Skip("tcp_write_timer not in /proc/kallsyms: zero-window events are off on this kernel")
+	}
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, true)
+	c := startCollector(t, Config{PID: uint32(os.Getpid())})
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 64*1024)
+		conn.SetWriteDeadline(time.Now().Add(8 * time.Second))
+		for {
+			if _, err := conn.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	evs := collect(t, c, addrPort(t, conn.LocalAddr()), srv, 8*time.Second, func(e []event.TCP) bool { return count(e, event.TCPZeroWindow) > 0 })
+	zw := ofKind(evs, event.TCPZeroWindow)
+	if len(zw) == 0 {
+		t.Fatalf("no zero_window event: %s", kinds(evs))
+	}
+	if zw[0].SndWnd != 0 || zw[0].PID != uint32(os.Getpid()) {
+		t.Errorf("zero_window snapshot: %+v", zw[0])
+	}
+	if n := count(evs, event.TCPRTO); n != 0 {
+		t.Errorf("a closed window read as %d RTOs", n)
+	}
+}
+
+func waitAcked(t *testing.T, conn net.Conn) *unix.TCPInfo {
+	t.Helper()
+	raw, err := conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var info *unix.TCPInfo
+		var ierr error
+		raw.Control(func(fd uintptr) { info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+		if ierr != nil {
+			t.Fatal(ierr)
+		}
+		if info.Unacked == 0 && info.Notsent_bytes == 0 {
+			return info
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("data not acked after 20s: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
