@@ -26,6 +26,12 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define TT_AF_INET 2
 #define TT_AF_INET6 10
 #define TT_IPPROTO_TCP 6
+#define TT_IPPROTO_MPTCP 262
+
+/* Only the field we need; CO-RE finds it in the running kernel's mptcp_sock. */
+struct mptcp_sock___tt {
+	struct sock *first;
+} __attribute__((preserve_access_index));
 #define TT_SOCK_STREAM 1
 
 /* TCP states (include/net/tcp_states.h); stable kernel ABI. */
@@ -174,13 +180,26 @@ static __always_inline void note_owner(const struct sock *sk, bool btf)
 	stat_inc(TT_STAT_OWNER_HITS);
 	if (!sk)
 		return;
+	const struct sock *tsk = sk; /* the TCP socket whose owner to record */
+	bool typed = btf;
 	if (btf) {
 		__u16 family = sk->__sk_common.skc_family;
 		if (family != TT_AF_INET && family != TT_AF_INET6)
 			return;
-		if (BPF_CORE_READ_BITFIELD(sk, sk_protocol) != TT_IPPROTO_TCP ||
-		    BPF_CORE_READ_BITFIELD(sk, sk_type) != TT_SOCK_STREAM)
+		if (BPF_CORE_READ_BITFIELD(sk, sk_type) != TT_SOCK_STREAM)
 			return;
+		__u16 proto = BPF_CORE_READ_BITFIELD(sk, sk_protocol);
+		if (proto == TT_IPPROTO_MPTCP) {
+			/* The process talks to the MPTCP socket; retransmits
+			 * happen on its TCP subflow (Go listeners use MPTCP by
+			 * default since 1.24). Record the first subflow. */
+			tsk = BPF_CORE_READ((const struct mptcp_sock___tt *)sk, first);
+			if (!tsk)
+				return;
+			typed = false;
+		} else if (proto != TT_IPPROTO_TCP) {
+			return;
+		}
 	} else if (!is_tcp(sk)) {
 		return;
 	}
@@ -193,15 +212,23 @@ static __always_inline void note_owner(const struct sock *sk, bool btf)
 		if (seen && seen->tgid == tgid && seen->sport)
 			return;
 	}
-	struct tt_sock *s = sock_get(sk, btf, true);
+	struct tt_sock *s;
+	__u16 sport;
+	if (typed) {
+		s = sock_get(tsk, true, true);
+		sport = tsk->__sk_common.skc_num;
+	} else {
+		s = sock_get(tsk, false, true);
+		sport = BPF_CORE_READ(tsk, __sk_common.skc_num);
+	}
 	if (!s)
 		return;
 	if (!s->sport)
-		s->sport = btf ? sk->__sk_common.skc_num : BPF_CORE_READ(sk, __sk_common.skc_num);
+		s->sport = sport;
 	if (s->tgid != tgid) {
 		s->tgid = tgid;
 		s->cgroup_id = bpf_get_current_cgroup_id();
-		s->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+		s->netns = BPF_CORE_READ(tsk, __sk_common.skc_net.net, ns.inum);
 		bpf_get_current_comm(&s->comm, sizeof(s->comm));
 	}
 	if (seen) {

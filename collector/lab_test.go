@@ -520,3 +520,56 @@ func waitAcked(t *testing.T, conn net.Conn) *unix.TCPInfo {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestMPTCPSubflowOwner: Go listeners use Multipath TCP by default (Go
+// 1.24+). When the client speaks MPTCP too, the server process reads from
+// the MPTCP socket while the kernel's TCP events happen on its subflow,
+// which no process-context hook ever sees. A reset the server's subflow
+// receives must still name the server process.
+func TestMPTCPSubflowOwner(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	c := startCollector(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := netip.AddrPortFrom(p.ServerAddr, labPort)
+	sink := p.ServerCmd(ctx, testprog.Path(t, "tcpsink"), "-addr", srv.String())
+	out, _ := sink.StdoutPipe()
+	if err := sink.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Wait()
+	defer cancel()
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("tcpsink did not start: %v", err)
+	}
+	var conn net.Conn
+	err := p.InClient(func() error {
+		var d net.Dialer
+		d.SetMultipathTCP(true)
+		var err error
+		conn, err = d.DialContext(ctx, "tcp", srv.String())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mp, err := conn.(*net.TCPConn).MultipathTCP(); err != nil || !mp {
+		t.Skipf("kernel did not negotiate MPTCP (%v, %v): nothing to prove here", mp, err)
+	}
+	if _, err := conn.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the server reads
+	local := addrPort(t, conn.LocalAddr())
+	conn.(*net.TCPConn).SetLinger(0) // close with a reset
+	conn.Close()
+	evs := collect(t, c, srv, local, 3*time.Second, func(e []event.TCP) bool { return count(e, event.TCPResetReceived) > 0 })
+	rst := ofKind(evs, event.TCPResetReceived)
+	if len(rst) == 0 {
+		t.Fatalf("want the server's reset_received, got %s", kinds(evs))
+	}
+	if int(rst[0].PID) != sink.Process.Pid || rst[0].Comm != "tcpsink" {
+		t.Errorf("server-side reset owned by pid %d %q, want tcpsink %d", rst[0].PID, rst[0].Comm, sink.Process.Pid)
+	}
+}
