@@ -1,0 +1,12 @@
+// Package gobin analyses Go executables for the uprobe side of the tracer:
+// it finds a process's executable, reads its Go version and modules, resolves
+// function addresses (from .symtab, or from .gopclntab when stripped) and
+// their file offsets for uprobe attachment, disassembles functions to find
+// RETs, call sites and the end of the stack-check prologue, locates the
+// context deadline probe points, resolves struct field offsets (DWARF, else a
+// generated per-Go-version table) and symbolizes PCs.
+//
+// gobin only reads files. It must not need root, load or attach BPF programs,
+// import cilium/ebpf, or read the memory of a running process: everything it
+// answers comes from the executable file, so it can be tested anywhere.
+package gobin

@@ -1,0 +1,69 @@
+package gobin
+
+//go:generate go run ./internal/genoffsets -o offsets_table.go
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// FieldRef names a struct field the probes read: Type is the Go type's full
+// name as in DWARF, Path the field, dotted for nested fields.
+type FieldRef struct {
+	Type string // e.g. "context.timerCtx"
+	Path string // e.g. "deadline" or "cancelCtx.Context"
+}
+
+// ProbeFields lists every struct field the probes read. It is the one list:
+// the offsets table generator resolves exactly these, and FieldOffset falls
+// back to the table only for them.
+func ProbeFields() []FieldRef {
+	return []FieldRef{
+		{"context.timerCtx", "cancelCtx"},
+		{"context.timerCtx", "cancelCtx.Context"},
+		{"context.timerCtx", "timer"},
+		{"context.timerCtx", "deadline"},
+		{"context.cancelCtx", "Context"},
+		{"context.cancelCtx", "done"},
+		{"context.cancelCtx", "children"},
+		{"context.cancelCtx", "err"},
+		{"context.cancelCtx", "cause"},
+		{"context.valueCtx", "Context"},
+		{"context.valueCtx", "key"},
+		{"context.valueCtx", "val"},
+		{"time.Time", "wall"},
+		{"time.Time", "ext"},
+		{"time.Time", "loc"},
+		{"runtime.g", "goid"},
+	}
+}
+
+// offsetKey indexes the generated table.
+type offsetKey struct {
+	release string // Go release "1.26"
+	arch    string // "amd64" or "arm64"
+	typ     string
+	path    string
+}
+
+// FieldOffset returns the byte offset of fieldPath within the struct
+// typeName: from DWARF when the binary has it, else from the generated table
+// for the binary's Go release (major.minor) and architecture, which covers
+// the fields of ProbeFields. Without DWARF and outside the table it returns
+// an error wrapping ErrNoOffsets.
+func (b *Binary) FieldOffset(typeName, fieldPath string) (int64, error) {
+	off, err := b.DWARFFieldOffset(typeName, fieldPath)
+	if !errors.Is(err, errNoDWARF) {
+		return off, err
+	}
+	release, ok := releaseOf(b.GoVersion)
+	if !ok {
+		return 0, fmt.Errorf("resolve %s.%s: %w: unparsable version %q", typeName, fieldPath, ErrNoOffsets, b.GoVersion)
+	}
+	if off, ok := tableOffset(offsetKey{release, b.Arch, typeName, fieldPath}); ok {
+		return off, nil
+	}
+	return 0, fmt.Errorf("resolve %s.%s: %w: binary has no DWARF and the table (%s) has no entry for go%s/%s",
+		typeName, fieldPath, ErrNoOffsets, strings.Join(tableToolchains(), ", "), release, b.Arch)
+}

@@ -1,0 +1,55 @@
+package gobin
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestFieldOffsets proves the generated table agrees with DWARF for the
+// toolchain at hand, that binaries without DWARF get the table's values,
+// and that an uncovered Go version is refused with ErrNoOffsets.
+func TestFieldOffsets(t *testing.T) {
+	dwarfByArch := map[string]map[FieldRef]int64{}
+	forEachVariant(t, func(t *testing.T, v variant, b *Binary) {
+		release, _ := releaseOf(b.GoVersion)
+		for _, f := range ProbeFields() {
+			got, err := b.FieldOffset(f.Type, f.Path)
+			if err != nil {
+				t.Errorf("FieldOffset(%s, %s): %v", f.Type, f.Path, err)
+				continue
+			}
+			table, ok := tableOffset(offsetKey{release, v.goarch, f.Type, f.Path})
+			if !ok {
+				t.Errorf("table has no %s.%s for go%s/%s; run go generate", f.Type, f.Path, release, v.goarch)
+			} else if got != table {
+				t.Errorf("%s.%s: FieldOffset %d, table %d", f.Type, f.Path, got, table)
+			}
+			_, derr := b.DWARFFieldOffset(f.Type, f.Path)
+			if v.dwarf != (derr == nil) {
+				t.Errorf("DWARFFieldOffset(%s, %s) error %v, variant has DWARF=%v", f.Type, f.Path, derr, v.dwarf)
+			}
+			if v.dwarf {
+				if dwarfByArch[v.goarch] == nil {
+					dwarfByArch[v.goarch] = map[FieldRef]int64{}
+				}
+				dwarfByArch[v.goarch][f] = got
+			}
+		}
+		if _, err := b.FieldOffset("context.timerCtx", "noSuchField"); err == nil {
+			t.Error("FieldOffset of a missing field succeeded")
+		}
+	})
+	// Sanity of the values themselves, from the Go source: a timerCtx
+	// starts with its cancelCtx, whose first field is the parent Context.
+	for arch, offs := range dwarfByArch {
+		if offs[FieldRef{"context.timerCtx", "cancelCtx.Context"}] != 0 || offs[FieldRef{"time.Time", "ext"}] != 8 {
+			t.Errorf("%s offsets look wrong: %v", arch, offs)
+		}
+	}
+
+	b := openVariant(t, variantNamed(t, "stripped"))
+	b.GoVersion = "go1.99.1"
+	if _, err := b.FieldOffset("runtime.g", "goid"); !errors.Is(err, ErrNoOffsets) {
+		t.Errorf("FieldOffset for an uncovered version: %v, want ErrNoOffsets", err)
+	}
+}

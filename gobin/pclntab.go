@@ -1,0 +1,233 @@
+package gobin
+
+import (
+	"debug/elf"
+	"debug/gosym"
+	"fmt"
+)
+
+// pclntab magic numbers (internal/abi.Go1xxPCLnTabMagic).
+const (
+	pclnMagic116 = 0xfffffffa // Go 1.16–1.17: function entries are absolute PCs
+	pclnMagic118 = 0xfffffff0 // Go 1.18–1.19: entries are offsets from the text start
+	pclnMagic120 = 0xfffffff1 // Go 1.20 and later
+)
+
+// Word indexes of runtime.moduledata fields, unchanged from Go 1.16 to 1.27:
+// pcHeader, then five slices (three words each) and ftab, then findfunctab,
+// minpc, maxpc, text, etext.
+const (
+	mdPCHeader    = 0
+	mdFuncnametab = 1
+	mdText        = 22
+	mdEtext       = 23
+	mdWords       = 24
+)
+
+// pcln is the parsed .gopclntab: the function table of the whole program,
+// which survives stripping (the runtime needs it for tracebacks).
+type pcln struct {
+	table      *gosym.Table
+	addr       uint64 // virtual address of the pclntab
+	textStart  uint64 // address the function entry offsets are relative to
+	textSource string // where textStart came from, for diagnostics
+}
+
+// lineTable parses the pclntab once.
+func (b *Binary) lineTable() (*pcln, error) {
+	b.pclnOnce.Do(func() { b.pcln, b.pclnErr = b.loadPcln() })
+	return b.pcln, b.pclnErr
+}
+
+func (b *Binary) loadPcln() (p *pcln, err error) {
+	defer recoverCorrupt(&err, "parse .gopclntab")
+	sect, data, err := b.sectionData(".gopclntab", ".data.rel.ro.gopclntab")
+	if err != nil {
+		return nil, corruptf("no .gopclntab section: %v", err)
+	}
+	p = &pcln{addr: sect.Addr}
+	hdrLen := 8 + 8*b.ptr
+	if len(data) < hdrLen {
+		return nil, corruptf("pclntab is %d bytes", len(data))
+	}
+	switch magic := b.order.Uint32(data); magic {
+	case pclnMagic116:
+		p.textSource = "absolute entries (Go 1.16 format)"
+	case pclnMagic118, pclnMagic120:
+		if data[7] != byte(b.ptr) {
+			return nil, corruptf("pclntab pointer size %d", data[7])
+		}
+		p.textStart, p.textSource, err = b.textStart(p.addr, data[:hdrLen])
+		if err != nil {
+			return nil, err
+		}
+	default:
+		return nil, corruptf("unknown pclntab magic %#x", magic)
+	}
+	if err := b.checkPclnHeader(data); err != nil {
+		return nil, err
+	}
+	p.table, err = gosym.NewTable(nil, gosym.NewLineTable(data, p.textStart))
+	if err != nil {
+		return nil, corruptf("parse pclntab: %v", err)
+	}
+	if len(p.table.Funcs) == 0 {
+		return nil, corruptf("pclntab lists no functions")
+	}
+	return p, nil
+}
+
+// checkPclnHeader bounds the header's counts and offsets by the table's
+// size before debug/gosym sees them: gosym recovers from its own parse
+// panics and then allocates by the unchecked function count, so a corrupt
+// count would exhaust memory instead of failing.
+func (b *Binary) checkPclnHeader(data []byte) error {
+	word := func(i int) uint64 { return b.uintptr(data[8+i*b.ptr:]) }
+	size := uint64(len(data))
+	nfunc, nfiles := word(0), word(1)
+	// Offsets start at word 3 (word 2 was textStart) and functab holds
+	// uint32s, except in the Go 1.16 format.
+	first, fieldSize := 3, uint64(4)
+	if b.order.Uint32(data) == pclnMagic116 {
+		first, fieldSize = 2, uint64(b.ptr)
+	}
+	for i := first; i < first+5; i++ {
+		if word(i) >= size {
+			return corruptf("pclntab header word %d is %#x, past the table's %d bytes", i, word(i), size)
+		}
+	}
+	functab := word(first + 4)
+	if nfunc == 0 || nfunc > (size-functab)/(2*fieldSize) {
+		return corruptf("pclntab claims %d functions in %d bytes", nfunc, size)
+	}
+	if nfiles > size {
+		return corruptf("pclntab claims %d files in %d bytes", nfiles, size)
+	}
+	return nil
+}
+
+// textStart finds the address that pclntab function offsets are relative to.
+// Go 1.18–1.25 wrote it into the pclntab header; Go 1.26 writes 0 there
+// (the field would need a relocation) and the runtime takes it from
+// runtime.firstmoduledata.text, so that is the source of truth here too. The
+// header and the runtime.text symbol are fallbacks for odd binaries.
+func (b *Binary) textStart(pclnAddr uint64, hdr []byte) (uint64, string, error) {
+	md, how, err := b.moduledata(pclnAddr, hdr)
+	if err == nil {
+		text, etext := md[mdText], md[mdEtext]
+		if text < etext && b.executable(text) {
+			return text, "moduledata (" + how + ")", nil
+		}
+		err = corruptf("moduledata text range %#x–%#x is not executable", text, etext)
+	}
+	if ts := b.uintptr(hdr[8+2*b.ptr:]); ts != 0 && b.executable(ts) {
+		return ts, "pclntab header", nil
+	}
+	if syms, serr := b.symbols(); serr == nil {
+		if s, ok := syms["runtime.text"]; ok && b.executable(s.Value) {
+			return s.Value, "symbol runtime.text", nil
+		}
+	}
+	return 0, "", fmt.Errorf("find text start: %w", err)
+}
+
+// moduledata returns the first mdWords words of runtime.firstmoduledata.
+// It is found by its symbol, by the .go.module section (Go 1.26+), or by
+// scanning the data sections for a word that points at the pclntab and is
+// followed by a pointer to the function name table: that pair is the start
+// of moduledata (pcHeader, funcnametab).
+func (b *Binary) moduledata(pclnAddr uint64, hdr []byte) ([]uint64, string, error) {
+	relocs := b.relativeRelocs()
+	funcnames := pclnAddr + b.uintptr(hdr[8+3*b.ptr:])
+	check := func(addr uint64) []uint64 {
+		md, err := b.readWords(addr, mdWords, relocs)
+		if err != nil || md[mdPCHeader] != pclnAddr || md[mdFuncnametab] != funcnames {
+			return nil
+		}
+		return md
+	}
+	if syms, err := b.symbols(); err == nil {
+		if s, ok := syms["runtime.firstmoduledata"]; ok {
+			if md := check(s.Value); md != nil {
+				return md, "symbol runtime.firstmoduledata", nil
+			}
+		}
+	}
+	if s := b.elf.Section(".go.module"); s != nil {
+		if md := check(s.Addr); md != nil {
+			return md, "section .go.module", nil
+		}
+	}
+	for _, name := range []string{".noptrdata", ".data", ".data.rel.ro", ".go.module"} {
+		s, data, err := b.sectionData(name)
+		if err != nil {
+			continue
+		}
+		for off := 0; off+b.ptr <= len(data); off += b.ptr {
+			if b.uintptr(data[off:]) == pclnAddr {
+				if md := check(s.Addr + uint64(off)); md != nil {
+					return md, "scan of " + name, nil
+				}
+			}
+		}
+	}
+	// Position-independent executables linked externally may keep the
+	// pointer only in a relocation.
+	for at, val := range relocs {
+		if val == pclnAddr {
+			if md := check(at); md != nil {
+				return md, "scan of relocations", nil
+			}
+		}
+	}
+	return nil, "", corruptf("no runtime.firstmoduledata pointing at the pclntab %#x", pclnAddr)
+}
+
+// readWords reads n pointer-sized words at addr. A zero word that has an
+// R_*_RELATIVE relocation takes the relocation's addend, which is the value
+// the dynamic loader will store there.
+func (b *Binary) readWords(addr uint64, n int, relocs map[uint64]uint64) ([]uint64, error) {
+	data, err := b.read(addr, uint64(n*b.ptr))
+	if err != nil {
+		return nil, err
+	}
+	words := make([]uint64, n)
+	for i := range words {
+		words[i] = b.uintptr(data[i*b.ptr:])
+		if words[i] == 0 {
+			words[i] = relocs[addr+uint64(i*b.ptr)]
+		}
+	}
+	return words, nil
+}
+
+// relativeRelocs returns the R_X86_64_RELATIVE / R_AARCH64_RELATIVE
+// relocations of the file, as address → addend. Only PIE binaries have them.
+func (b *Binary) relativeRelocs() map[uint64]uint64 {
+	relocs := map[uint64]uint64{}
+	if !b.PIE {
+		return relocs
+	}
+	var relative uint32
+	switch b.elf.Machine {
+	case elf.EM_X86_64:
+		relative = uint32(elf.R_X86_64_RELATIVE)
+	case elf.EM_AARCH64:
+		relative = uint32(elf.R_AARCH64_RELATIVE)
+	}
+	for _, s := range b.elf.Sections {
+		if s.Type != elf.SHT_RELA || s.Size > 1<<30 {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			continue
+		}
+		for i := 0; i+24 <= len(data); i += 24 {
+			if uint32(b.order.Uint64(data[i+8:])) == relative {
+				relocs[b.order.Uint64(data[i:])] = b.order.Uint64(data[i+16:])
+			}
+		}
+	}
+	return relocs
+}
