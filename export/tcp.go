@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/timeout-tracer/tracer/event"
@@ -100,21 +99,19 @@ func NewTCPJSON(e *event.TCP) TCPJSON {
 // TCPWriter writes TCP events as a table or JSON lines.
 type TCPWriter struct {
 	format Format
+	w      io.Writer
 	enc    *json.Encoder
-	tw     *tabwriter.Writer
 	header bool
 }
 
 // NewTCPWriter returns a writer for the format.
 func NewTCPWriter(w io.Writer, f Format) *TCPWriter {
-	tw := &TCPWriter{format: f}
-	if f == FormatJSON {
-		tw.enc = json.NewEncoder(w)
-	} else {
-		tw.tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	}
-	return tw
+	return &TCPWriter{format: f, w: w, enc: json.NewEncoder(w)}
 }
+
+// Rows are written as they happen, so columns have fixed widths (a
+// tabwriter would only align what it buffered).
+const tcpRow = "%-12s  %-17s  %-7s  %-15s  %-21s  %-21s  %-11s  %7s  %8s  %7s  %7s  %s\n"
 
 // Write writes one event; table rows are flushed at once so a live stream
 // is readable as it happens.
@@ -123,17 +120,16 @@ func (w *TCPWriter) Write(e *event.TCP) error {
 		return w.enc.Encode(NewTCPJSON(e))
 	}
 	if !w.header {
-		fmt.Fprintln(w.tw, "TIME\tKIND\tPID\tCOMM\tLOCAL\tPEER\tSTATE\tSRTT\tRTO\tBACKOFF\tRETRANS\tDETAIL")
+		fmt.Fprintf(w.w, tcpRow, "TIME", "KIND", "PID", "COMM", "LOCAL", "PEER", "STATE", "SRTT", "RTO", "BACKOFF", "RETRANS", "DETAIL")
 		w.header = true
 	}
 	comm := e.Comm
 	if e.PID == 0 {
 		comm = "?"
 	}
-	fmt.Fprintf(w.tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n",
-		e.Time.Local().Format("15:04:05.000"), e.Kind, e.PID, comm, e.Local, e.Peer, e.State,
-		fmtDur(e.SRTT), fmtDur(e.RTO), e.Backoff, e.Retransmits, detail(e))
-	return w.tw.Flush()
+	_, err := fmt.Fprintf(w.w, tcpRow, e.Time.Local().Format("15:04:05.000"), e.Kind, fmt.Sprint(e.PID), comm,
+		e.Local, e.Peer, e.State, fmtDur(e.SRTT), fmtDur(e.RTO), fmt.Sprint(e.Backoff), fmt.Sprint(e.Retransmits), detail(e))
+	return err
 }
 
 func detail(e *event.TCP) string {
@@ -154,6 +150,9 @@ func detail(e *event.TCP) string {
 }
 
 func fmtDur(d time.Duration) string {
+	if d < 0 {
+		return "-" + fmtDur(-d)
+	}
 	switch {
 	case d == 0:
 		return "-"

@@ -31,10 +31,21 @@ func Tracer(tb testing.TB) string {
 	return build(tb, "tracer", filepath.Join("..", "..", "cmd", "tracer"))
 }
 
+// Variant builds internal/testprog/<name> with extra go build flags and
+// environment (e.g. "-ldflags=-s -w", GOARCH=arm64), cached under key.
+func Variant(tb testing.TB, name, key string, env []string, flags ...string) string {
+	tb.Helper()
+	return buildWith(tb, name+"-"+key, name, env, flags)
+}
+
 func build(tb testing.TB, name, rel string) string {
 	if d := os.Getenv("TT_TEST_BIN_DIR"); d != "" {
 		return filepath.Join(d, name)
 	}
+	return buildWith(tb, name, rel, nil, nil)
+}
+
+func buildWith(tb testing.TB, name, rel string, env, flags []string) string {
 	mu.Lock()
 	defer mu.Unlock()
 	if p, ok := built[name]; ok {
@@ -50,8 +61,9 @@ func build(tb testing.TB, name, rel string) string {
 	}
 	_, self, _, _ := runtime.Caller(0)
 	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd := exec.Command("go", append(append([]string{"build", "-o", out}, flags...), ".")...)
 	cmd.Dir = filepath.Join(filepath.Dir(self), rel)
+	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("build %s: %v\n%s", name, err, b)
 	}

@@ -1,0 +1,442 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/gobin"
+)
+
+// GoConfig tunes the Go deadline probes.
+type GoConfig struct {
+	PID int
+	// PollInterval bounds how long an expiry waits in the ring buffer; 0
+	// means 50 ms.
+	PollInterval time.Duration
+	Logger       *slog.Logger
+}
+
+// GoStats are the probes' counters.
+type GoStats struct {
+	ExpiryHits   uint64 // cold-tier probe hits (expiries, and nothing else)
+	CreateHits   uint64 // detail-tier hits: WithDeadlineCause entries
+	ReturnHits   uint64 // detail-tier hits: WithDeadlineCause returns
+	Dropped      uint64 // expiries lost: ring buffer full
+	DetailFull   uint64 // creations not recorded: table full
+	Swept        uint64 // recorded creations removed because their deadline passed unseen (met in time)
+	DecodeErrors uint64
+}
+
+// GoProbes traces the context deadline expiries of one Go process: the cold
+// tier is attached for its whole life; the detail tier on demand.
+type GoProbes struct {
+	log    *slog.Logger
+	pid    int
+	comm   string
+	bin    *gobin.Binary
+	clk    clock
+	coll   *ebpf.Collection
+	exe    *link.Executable
+	cold   []link.Link
+	reader *ringbuf.Reader
+	events chan event.Deadline
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	bias uint64 // PIE load bias: runtime PC - bias = link-time PC
+
+	// detail sites, resolved once
+	entry   uint64
+	returns []uint64
+
+	mu           sync.Mutex
+	detail       []link.Link
+	swept        uint64
+	decodeErrors uint64
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+// ErrNotTraceable is wrapped when the target cannot be traced (not Go, too
+// old, no context package in it, ...); the message says why.
+var ErrNotTraceable = errors.New("cannot trace this process")
+
+// StartGo analyses the process's executable, loads the deadline programs
+// and attaches the cold tier. On error nothing is left attached.
+func StartGo(cfg GoConfig) (_ *GoProbes, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 50 * time.Millisecond
+	}
+	if err := Preflight(); err != nil {
+		return nil, err
+	}
+	bin, err := gobin.OpenPID(cfg.PID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: process %d: %w", ErrNotTraceable, cfg.PID, err)
+	}
+	p := &GoProbes{
+		log:    cfg.Logger,
+		pid:    cfg.PID,
+		comm:   readComm(cfg.PID),
+		bin:    bin,
+		clk:    clock{wallMinusMono: monoOffset()},
+		events: make(chan event.Deadline, 1024),
+		done:   make(chan struct{}),
+	}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	if p.bias, err = loadBias(cfg.PID, bin); err != nil {
+		cfg.Logger.Warn("creators will not be symbolized", "err", err)
+	}
+	sites, offs, err := p.resolve()
+	if err != nil {
+		return nil, fmt.Errorf("%w: process %d (%s, %s): %w", ErrNotTraceable, cfg.PID, bin.ExePath, bin.GoVersion, err)
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		cfg.Logger.Debug("could not raise RLIMIT_MEMLOCK", "err", err)
+	}
+	spec, err := loadGodeadline()
+	if err != nil {
+		return nil, fmt.Errorf("load Go BPF spec: %w", err)
+	}
+	if p.coll, err = ebpf.NewCollection(spec); err != nil {
+		return nil, fmt.Errorf("load Go deadline programs: %w", explain(err))
+	}
+	if err := p.coll.Maps["go_procs"].Put(uint32(cfg.PID), offs); err != nil {
+		return nil, fmt.Errorf("register process %d: %w", cfg.PID, err)
+	}
+	if p.exe, err = link.OpenExecutable(bin.AttachPath); err != nil {
+		return nil, fmt.Errorf("open executable %s: %w", bin.AttachPath, err)
+	}
+	for _, s := range sites {
+		l, err := p.uprobe(s.prog, s.addr)
+		if err != nil {
+			return nil, err
+		}
+		p.cold = append(p.cold, l)
+	}
+	if p.reader, err = ringbuf.NewReader(p.coll.Maps["go_events"]); err != nil {
+		return nil, fmt.Errorf("open ring buffer: %w", err)
+	}
+	p.wg.Add(2)
+	go p.read(cfg.PollInterval)
+	go p.sweep()
+	return p, nil
+}
+
+type site struct {
+	prog string
+	addr uint64
+}
+
+// resolve finds the probe sites and the struct offsets in the binary.
+func (p *GoProbes) resolve() ([]site, godeadlineTtGoOffsets, error) {
+	var offs godeadlineTtGoOffsets
+	ds, err := p.bin.DeadlineSites()
+	if err != nil {
+		return nil, offs, err
+	}
+	cancel, err := p.bin.Func("context.(*timerCtx).cancel")
+	if err != nil {
+		return nil, offs, err
+	}
+	fired, err := p.bin.CallSites(ds.Timer, cancel)
+	if err != nil {
+		return nil, offs, fmt.Errorf("find the cancel call in %s: %w", ds.Timer.Name, err)
+	}
+	if len(fired) == 0 {
+		return nil, offs, fmt.Errorf("no cancel call in the timer closure %s", ds.Timer.Name)
+	}
+	var sites []site
+	for _, a := range fired {
+		sites = append(sites, site{"go_timer_fired", a})
+	}
+	for _, c := range ds.CancelCalls {
+		if c.Expired {
+			sites = append(sites, site{"go_expired_at_creation", c.Addr})
+		}
+	}
+	if p.entry, err = p.bin.AfterPrologue(ds.Constructor); err != nil {
+		return nil, offs, err
+	}
+	if p.returns, err = p.bin.Returns(ds.Constructor); err != nil || len(p.returns) == 0 {
+		return nil, offs, fmt.Errorf("find the returns of %s: %v", ds.Constructor.Name, err)
+	}
+	for _, f := range []struct {
+		typ, path string
+		dst       *uint32
+	}{
+		{"context.timerCtx", "deadline", &offs.TimerctxDeadline},
+		{"context.cancelCtx", "err", &offs.CancelctxErr},
+		{"context.cancelCtx", "children", &offs.CancelctxChildren},
+		{"runtime.g", "goid", &offs.G_goid},
+	} {
+		off, err := p.bin.FieldOffset(f.typ, f.path)
+		if err != nil {
+			return nil, offs, err
+		}
+		*f.dst = uint32(off)
+	}
+	return sites, offs, nil
+}
+
+func (p *GoProbes) uprobe(prog string, addr uint64) (link.Link, error) {
+	off, err := p.bin.FileOffset(addr)
+	if err != nil {
+		return nil, err
+	}
+	l, err := p.exe.Uprobe("", p.coll.Programs[prog], &link.UprobeOptions{Address: off, PID: p.pid})
+	if err != nil {
+		return nil, fmt.Errorf("attach %s at %#x: %w", prog, addr, explain(err))
+	}
+	return l, nil
+}
+
+// SetDetail attaches (on) or detaches (off) the detail tier: a uprobe at
+// WithDeadlineCause's entry and at each of its returns. It costs a trap on
+// every deadline the process sets.
+func (p *GoProbes) SetDetail(on bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on == (p.detail != nil) {
+		return nil
+	}
+	if !on {
+		var errs []error
+		for _, l := range p.detail {
+			errs = append(errs, l.Close())
+		}
+		p.detail = nil
+		return errors.Join(errs...)
+	}
+	var ls []link.Link
+	attach := func(prog string, addr uint64) error {
+		l, err := p.uprobe(prog, addr)
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return err
+		}
+		ls = append(ls, l)
+		return nil
+	}
+	for _, a := range p.returns {
+		if err := attach("go_create_ret", a); err != nil {
+			return err
+		}
+	}
+	// Entry last: a record is only made once its returns are watched.
+	if err := attach("go_create_entry", p.entry); err != nil {
+		return err
+	}
+	p.detail = ls
+	return nil
+}
+
+// Detail reports whether the detail tier is attached.
+func (p *GoProbes) Detail() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.detail != nil
+}
+
+// Events delivers one event per expired deadline. Closed after Close.
+func (p *GoProbes) Events() <-chan event.Deadline { return p.events }
+
+// Binary is the analysed executable of the traced process.
+func (p *GoProbes) Binary() *gobin.Binary { return p.bin }
+
+func (p *GoProbes) read(poll time.Duration) {
+	defer p.wg.Done()
+	defer close(p.events)
+	var rec ringbuf.Record
+	for {
+		p.reader.SetDeadline(time.Now().Add(poll))
+		err := p.reader.ReadInto(&rec)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			continue
+		case errors.Is(err, ringbuf.ErrClosed):
+			return
+		case err != nil:
+			p.log.Error("read ring buffer", "err", err)
+			return
+		}
+		var ev event.Deadline
+		if err := p.decode(rec.RawSample, &ev); err != nil {
+			p.mu.Lock()
+			p.decodeErrors++
+			p.mu.Unlock()
+			p.log.Warn("drop undecodable deadline event", "err", err)
+			continue
+		}
+		select {
+		case p.events <- ev:
+		case <-p.done:
+			return
+		}
+	}
+}
+
+var goEventSize = int(unsafe.Sizeof(godeadlineTtGoEvent{}))
+
+func (p *GoProbes) decode(raw []byte, out *event.Deadline) error {
+	if len(raw) < goEventSize {
+		return fmt.Errorf("decode deadline event: %d bytes, want %d", len(raw), goEventSize)
+	}
+	var r godeadlineTtGoEvent
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), goEventSize), raw)
+	kind := event.ExpiryKind(r.Kind)
+	if kind != event.TimerFired && kind != event.ExpiredAtCreation {
+		return fmt.Errorf("decode deadline event: unknown kind %d", r.Kind)
+	}
+	*out = event.Deadline{
+		Time:     p.clk.wall(r.TsNs),
+		Mono:     r.TsNs,
+		Kind:     kind,
+		PID:      r.Pid,
+		TID:      r.Tid,
+		Comm:     p.comm,
+		Goid:     r.Goid,
+		Ctx:      r.Ctx,
+		Deadline: event.GoTime(r.DeadlineWall, r.DeadlineExt),
+		Children: r.Children,
+	}
+	if r.CreatedNs != 0 {
+		out.Detail = true
+		out.CreatedMono = r.CreatedNs
+		out.Created = p.clk.wall(r.CreatedNs)
+		out.CreatedGoid = r.CreatedGoid
+		for _, pc := range r.CreatedPcs {
+			if pc == 0 {
+				break
+			}
+			// pc-1: the call instruction, not the return address.
+			out.CreatedStack = append(out.CreatedStack, p.bin.Symbolize(pc-p.bias-1))
+		}
+		out.CreatedPC, out.CreatedAt = creator(r.CreatedPcs[:], out.CreatedStack)
+	}
+	return nil
+}
+
+// sweep removes recorded creations whose deadline passed long ago without
+// an expiry: those deadlines were met (cancel runs no probe). Counted.
+func (p *GoProbes) sweep() {
+	defer p.wg.Done()
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	m := p.coll.Maps["deadlines"]
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-5 * time.Second)
+		var key godeadlinePidPtr
+		var val godeadlineCreation
+		var stale []godeadlinePidPtr
+		it := m.Iterate()
+		for it.Next(&key, &val) {
+			if event.GoTime(val.DeadlineWall, val.DeadlineExt).Before(cutoff) {
+				stale = append(stale, key)
+			}
+		}
+		for _, k := range stale {
+			if m.Delete(k) == nil {
+				p.mu.Lock()
+				p.swept++
+				p.mu.Unlock()
+			}
+		}
+	}
+}
+
+// Stats returns the probes' counters.
+func (p *GoProbes) Stats() (GoStats, error) {
+	var s GoStats
+	m := p.coll.Maps["go_hits"]
+	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull}
+	for i, d := range dst {
+		var perCPU []uint64
+		if err := m.Lookup(uint32(i), &perCPU); err != nil {
+			return s, fmt.Errorf("read Go probe stats: %w", err)
+		}
+		for _, v := range perCPU {
+			*d += v
+		}
+	}
+	p.mu.Lock()
+	s.Swept, s.DecodeErrors = p.swept, p.decodeErrors
+	p.mu.Unlock()
+	return s, nil
+}
+
+// Close detaches every probe and frees everything: stop the reader (closing
+// the ring buffer unblocks it), wait for the goroutines, close links, then
+// the collection and the binary. Safe to call more than once.
+func (p *GoProbes) Close() error {
+	p.closeOnce.Do(func() {
+		close(p.done)
+		var errs []error
+		if p.reader != nil {
+			errs = append(errs, p.reader.Close())
+		} else {
+			close(p.events)
+		}
+		p.wg.Wait()
+		errs = append(errs, p.SetDetail(false))
+		for _, l := range p.cold {
+			errs = append(errs, l.Close())
+		}
+		if p.coll != nil {
+			p.coll.Close()
+		}
+		if p.bin != nil {
+			errs = append(errs, p.bin.Close())
+		}
+		p.closeErr = errors.Join(errs...)
+	})
+	return p.closeErr
+}
+
+func readComm(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+// creator picks the frame that set the deadline: the first one outside the
+// context package (WithTimeout and WithDeadline are wrappers).
+func creator(pcs []uint64, frames []string) (uint64, string) {
+	for i, f := range frames {
+		if !strings.HasPrefix(f, "context.") {
+			return pcs[i], f
+		}
+	}
+	if len(frames) > 0 {
+		return pcs[0], frames[0]
+	}
+	return 0, ""
+}

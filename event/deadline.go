@@ -1,0 +1,83 @@
+package event
+
+import "time"
+
+// ExpiryKind says how a Go context deadline expired.
+type ExpiryKind uint8
+
+// The expiry kinds; numbers match enum tt_go_expiry in bpf/include/go_event.h.
+const (
+	TimerFired        ExpiryKind = 1 // the deadline's timer fired
+	ExpiredAtCreation ExpiryKind = 2 // the deadline was already past when it was set
+)
+
+// String returns a stable name.
+func (k ExpiryKind) String() string {
+	switch k {
+	case TimerFired:
+		return "timer_fired"
+	case ExpiredAtCreation:
+		return "expired_at_creation"
+	}
+	return "unknown"
+}
+
+// Deadline is one Go context deadline that expired in a traced process.
+type Deadline struct {
+	Time     time.Time // wall clock of the expiry
+	Mono     uint64    // CLOCK_MONOTONIC nanoseconds of the expiry
+	Kind     ExpiryKind
+	PID      uint32
+	TID      uint32
+	Comm     string
+	Goid     uint64    // goroutine running the expiry (the timer's own for fired timers)
+	Ctx      uint64    // address of the *context.timerCtx: with PID, identifies the context while it lives
+	Deadline time.Time // the deadline the context carried
+	Children uint64    // contexts the expiry cancels directly (a parent's expiry takes its children down)
+
+	// Filled only when the detail probes saw the deadline being set.
+	Detail       bool
+	CreatedMono  uint64    // CLOCK_MONOTONIC at creation
+	Created      time.Time // wall clock at creation
+	CreatedPC    uint64    // return address into the code that set the deadline
+	CreatedAt    string    // "function (file:line)" of that code: the first frame outside package context
+	CreatedStack []string  // the frames up from WithDeadlineCause's caller, innermost first
+	CreatedGoid  uint64    // goroutine that set the deadline
+}
+
+// Budget is how long the context was given, when its creation was seen.
+func (d *Deadline) Budget() (time.Duration, bool) {
+	if !d.Detail {
+		return 0, false
+	}
+	return d.Deadline.Sub(d.Created), true
+}
+
+// Elapsed is the context's life from creation to expiry, when known.
+func (d *Deadline) Elapsed() (time.Duration, bool) {
+	if !d.Detail {
+		return 0, false
+	}
+	return time.Duration(d.Mono - d.CreatedMono), true
+}
+
+// GoTime decodes a Go time.Time from its wall and ext words, as read from a
+// traced process's memory (see the encoding in Go's time/time.go).
+func GoTime(wall uint64, ext int64) time.Time {
+	const (
+		hasMonotonic   = 1 << 63
+		nsecMask       = 1<<30 - 1
+		nsecShift      = 30
+		secondsPerDay  = 86400
+		wallToInternal = (1884*365 + 1884/4 - 1884/100 + 1884/400) * secondsPerDay
+		unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * secondsPerDay
+	)
+	nsec := int64(wall & nsecMask)
+	var sec int64
+	if wall&hasMonotonic != 0 {
+		sec = wallToInternal + int64(wall<<1>>(nsecShift+1))
+	} else {
+		sec = ext
+	}
+	return time.Unix(sec-unixToInternal, nsec)
+}

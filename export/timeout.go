@@ -1,0 +1,136 @@
+package export
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// TimeoutJSON is the JSON form of a timeout report, one object per line.
+// Field names are a contract: add fields, never rename them. Fields that
+// need the detail probes are null when those were not attached.
+type TimeoutJSON struct {
+	Time      string   `json:"time"`
+	Kind      string   `json:"kind"` // "timeout"
+	PID       uint32   `json:"pid"`
+	Comm      string   `json:"comm"`
+	Outcome   string   `json:"outcome"` // "deadline_exceeded"
+	Deadline  string   `json:"deadline"`
+	BudgetMs  *float64 `json:"budget_ms"`
+	ElapsedMs *float64 `json:"elapsed_ms"`
+	CreatedAt *string  `json:"created_at"`
+	Children  uint64   `json:"children"`
+	Detail    bool     `json:"detail"`
+	// Expiry is "timer_fired", or "expired_at_creation" when the deadline
+	// was already past when it was set.
+	Expiry       string   `json:"expiry"`
+	Goroutine    uint64   `json:"goroutine"`
+	CreatedGoid  uint64   `json:"created_goroutine,omitempty"`
+	CreatedStack []string `json:"created_stack,omitempty"`
+	Context      string   `json:"context"` // address of the *timerCtx, for joining with other tools
+}
+
+// NewTimeoutJSON maps an expired deadline to its JSON form.
+func NewTimeoutJSON(d *event.Deadline) TimeoutJSON {
+	j := TimeoutJSON{
+		Time:      d.Time.UTC().Format(time.RFC3339Nano),
+		Kind:      "timeout",
+		PID:       d.PID,
+		Comm:      d.Comm,
+		Outcome:   "deadline_exceeded",
+		Deadline:  d.Deadline.UTC().Format(time.RFC3339Nano),
+		Children:  d.Children,
+		Detail:    d.Detail,
+		Expiry:    d.Kind.String(),
+		Goroutine: d.Goid,
+		Context:   fmt.Sprintf("%#x", d.Ctx),
+	}
+	if b, ok := d.Budget(); ok {
+		j.BudgetMs = ms(b)
+	}
+	if e, ok := d.Elapsed(); ok {
+		j.ElapsedMs = ms(e)
+	}
+	if d.Detail {
+		j.CreatedAt = &d.CreatedAt
+		j.CreatedGoid = d.CreatedGoid
+		j.CreatedStack = d.CreatedStack
+	}
+	return j
+}
+
+func ms(d time.Duration) *float64 {
+	v := float64(d.Microseconds()) / 1000
+	return &v
+}
+
+// DetailJSON is the line printed when the detail probes are switched.
+type DetailJSON struct {
+	Time   string `json:"time"`
+	Kind   string `json:"kind"` // "detail"
+	PID    uint32 `json:"pid"`
+	Detail bool   `json:"detail"`
+	Reason string `json:"reason"`
+}
+
+// TimeoutWriter writes timeout reports and detail switches as a table or
+// JSON lines.
+type TimeoutWriter struct {
+	format Format
+	w      io.Writer
+	enc    *json.Encoder
+	header bool
+}
+
+// NewTimeoutWriter returns a writer for the format.
+func NewTimeoutWriter(w io.Writer, f Format) *TimeoutWriter {
+	return &TimeoutWriter{format: f, w: w, enc: json.NewEncoder(w)}
+}
+
+// Write writes one report.
+func (w *TimeoutWriter) Write(d *event.Deadline) error {
+	if w.format == FormatJSON {
+		return w.enc.Encode(NewTimeoutJSON(d))
+	}
+	if !w.header {
+		fmt.Fprintf(w.w, timeoutRow, "TIME", "PID", "COMM", "OUTCOME", "BUDGET", "ELAPSED", "CHILDREN", "CREATED AT")
+		w.header = true
+	}
+	budget, elapsed, created := "?", "?", "? (detail probes were off)"
+	if b, ok := d.Budget(); ok {
+		budget = fmtDur(b)
+	}
+	if e, ok := d.Elapsed(); ok {
+		elapsed = fmtDur(e)
+	}
+	if d.Detail {
+		created = d.CreatedAt
+	}
+	outcome := "deadline_exceeded"
+	if d.Kind == event.ExpiredAtCreation {
+		outcome = "already_past"
+	}
+	_, err := fmt.Fprintf(w.w, timeoutRow, d.Time.Local().Format("15:04:05.000"), fmt.Sprint(d.PID), d.Comm,
+		outcome, budget, elapsed, fmt.Sprint(d.Children), created)
+	return err
+}
+
+// Rows are written as they happen, so columns have fixed widths (a
+// tabwriter would only align what it buffered).
+const timeoutRow = "%-12s  %-7s  %-15s  %-17s  %8s  %8s  %8s  %s\n"
+
+// WriteDetail writes a detail switch.
+func (w *TimeoutWriter) WriteDetail(t time.Time, pid uint32, on bool, reason string) error {
+	if w.format == FormatJSON {
+		return w.enc.Encode(DetailJSON{Time: t.UTC().Format(time.RFC3339Nano), Kind: "detail", PID: pid, Detail: on, Reason: reason})
+	}
+	state := "off"
+	if on {
+		state = "on"
+	}
+	_, err := fmt.Fprintf(w.w, "-- %s detail probes %s for pid %d: %s\n", t.Local().Format("15:04:05.000"), state, pid, reason)
+	return err
+}

@@ -1,0 +1,129 @@
+// Command deadlines is a target for the Go deadline probes: it runs rounds of
+// contexts with timeouts — some expire, some are met, nested both ways, some
+// already past at creation — and prints its own count of expiries, the ground
+// truth a tracer's count must equal.
+//
+// It waits for a line on stdin before starting, so the tracer can attach
+// first. The lines marked "created:" are where each expiring deadline is set;
+// tests find them by that marker.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"time"
+)
+
+type counts struct {
+	Expired    int `json:"expired"`     // contexts whose own deadline fired
+	AtCreation int `json:"at_creation"` // of which already past when created
+	Met        int `json:"met"`         // deadlines met in time (cancelled)
+	HTTP       int `json:"http"`        // http.Client timeouts among Expired
+}
+
+var c counts
+
+// expire sets a short deadline and waits it out.
+func expire(budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), budget) // created:expire
+	defer cancel()
+	<-ctx.Done()
+	c.Expired++
+}
+
+// meet sets a generous deadline and finishes well within it.
+func meet() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	time.Sleep(time.Millisecond)
+	cancel()
+	<-ctx.Done()
+	c.Met++
+}
+
+// outerShort: the outer deadline fires and takes the inner context down
+// (the inner asks for a later deadline, so it is a plain cancel context).
+func outerShort(budget time.Duration) {
+	outer, cancel := context.WithTimeout(context.Background(), budget) // created:outerShort
+	defer cancel()
+	inner, cancel2 := context.WithTimeout(outer, 5*time.Second)
+	defer cancel2()
+	<-inner.Done()
+	c.Expired++
+}
+
+// innerShort: the inner deadline fires; the outer one is met.
+func innerShort(budget time.Duration) {
+	outer, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	inner, cancel2 := context.WithTimeout(outer, budget) // created:innerShort
+	<-inner.Done()
+	cancel2()
+	c.Expired++
+	cancel()
+	c.Met++
+}
+
+// alreadyPast asks for a deadline in the past: it expires at creation.
+func alreadyPast() {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second)) // created:alreadyPast
+	defer cancel()
+	<-ctx.Done()
+	c.Expired++
+	c.AtCreation++
+}
+
+// httpTimeout calls a slow server with http.Client.Timeout.
+func httpTimeout(client *http.Client, url string) {
+	resp, err := client.Get(url)
+	if err == nil {
+		resp.Body.Close()
+		return
+	}
+	c.Expired++
+	c.HTTP++
+}
+
+func main() {
+	rounds := flag.Int("rounds", 5, "rounds of every scenario")
+	budget := flag.Duration("budget", 30*time.Millisecond, "budget of the expiring deadlines")
+	withHTTP := flag.Bool("http", true, "include http.Client timeouts")
+	pause := flag.Duration("pause", 0, "sleep between rounds")
+	wait := flag.Bool("wait", true, "wait for a line on stdin before starting")
+	linger := flag.Duration("linger", 0, "stay alive this long after the rounds (a quiet period)")
+	flag.Parse()
+
+	var url string
+	client := &http.Client{Timeout: *budget}
+	if *withHTTP {
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(2 * time.Second):
+			case <-r.Context().Done():
+			}
+		}))
+		defer slow.Close()
+		url = slow.URL
+	}
+	fmt.Println("ready", os.Getpid())
+	if *wait {
+		bufio.NewReader(os.Stdin).ReadString('\n')
+	}
+	for i := 0; i < *rounds; i++ {
+		expire(*budget)
+		meet()
+		outerShort(*budget)
+		innerShort(*budget)
+		alreadyPast()
+		if *withHTTP {
+			httpTimeout(client, url)
+		}
+		time.Sleep(*pause)
+	}
+	json.NewEncoder(os.Stdout).Encode(c)
+	time.Sleep(*linger)
+}
