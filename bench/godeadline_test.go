@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/internal/testprog"
+)
+
+// loadProc drives an httpload process: one process for the whole run, so
+// A and B rounds differ only by the probes.
+type loadProc struct {
+	cmd *exec.Cmd
+	in  io.Writer
+	out *bufio.Reader
+}
+
+func startLoad(b *testing.B) *loadProc {
+	cmd := exec.Command(testprog.Path(b, "httpload"), "-workers", "8")
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &loadProc{cmd: cmd, in: in, out: bufio.NewReader(outp)}
+	if line, err := p.out.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+		b.Fatalf("httpload not ready: %q %v", line, err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return p
+}
+
+// run asks for one load phase; it returns requests and CPU ns per request.
+func (p *loadProc) run(b *testing.B, d time.Duration) (reqs int64, cpuPerReq float64) {
+	fmt.Fprintf(p.in, "run %s\n", d)
+	line, err := p.out.ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cpu int64
+	if _, err := fmt.Sscan(line, &reqs, &cpu); err != nil || reqs == 0 {
+		b.Fatalf("httpload said %q: %v", line, err)
+	}
+	return reqs, float64(cpu) / float64(reqs)
+}
+
+// BenchmarkGoDeadlineSuccessPath: an HTTP service at saturation whose
+// per-request timeouts are all met, with the deadline probes attached
+// (B) and detached (A), alternated in one process. In --detail=auto with no
+// timeouts only the cold tier is attached: the target is a ratio >= 0.99 and
+// zero uprobe hits per request. With detail forced on, every request traps
+// at WithDeadlineCause's entry and return: the ratio and the cost per hit are
+// printed.
+func BenchmarkGoDeadlineSuccessPath(b *testing.B) {
+	requireTracing(b)
+	for _, detail := range []bool{false, true} {
+		name := map[bool]string{false: "detail=auto(cold only)", true: "detail=always"}[detail]
+		b.Run(name, func(b *testing.B) { successPath(b, detail) })
+	}
+}
+
+func successPath(b *testing.B, detail bool) {
+	const rounds, each = 10, 700 * time.Millisecond
+	p := startLoad(b)
+	p.run(b, 300*time.Millisecond) // warm up: connections, JIT of nothing, caches
+	var offRPS, onRPS, offCPU, onCPU []float64
+	var hits, reqsOn uint64
+	for i := 0; i < rounds; i++ {
+		var a, bb int64
+		var acpu, bcpu float64
+		attachAndRun := func() {
+			probes, err := collector.StartGo(collector.GoConfig{PID: p.cmd.Process.Pid})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := probes.SetDetail(detail); err != nil {
+				b.Fatal(err)
+			}
+			s0, _ := probes.Stats()
+			bb, bcpu = p.run(b, each)
+			s1, _ := probes.Stats()
+			probes.Close()
+			hits += (s1.ExpiryHits + s1.CreateHits + s1.ReturnHits) - (s0.ExpiryHits + s0.CreateHits + s0.ReturnHits)
+			reqsOn += uint64(bb)
+		}
+		if i%2 == 0 { // ABBA
+			a, acpu = p.run(b, each)
+			attachAndRun()
+		} else {
+			attachAndRun()
+			a, acpu = p.run(b, each)
+		}
+		offRPS, onRPS = append(offRPS, float64(a)/each.Seconds()), append(onRPS, float64(bb)/each.Seconds())
+		offCPU, onCPU = append(offCPU, acpu), append(onCPU, bcpu)
+	}
+	ratio, noise := abRatio(offRPS, onRPS)
+	cpuRatio, cpuNoise := abRatio(offCPU, onCPU)
+	perReq := float64(hits) / float64(reqsOn)
+	fmt.Fprintf(os.Stderr, "\nGo deadline probes on the success path (HTTP at saturation, timeouts met), detail=%v, %d rounds ABBA:\n", detail, rounds)
+	fmt.Fprintf(os.Stderr, "  requests/s off %.0f, on %.0f: ratio %.3f (A/A spread %s)\n", median(offRPS), median(onRPS), ratio, pct(noise))
+	fmt.Fprintf(os.Stderr, "  CPU per request off %.1f µs, on %.1f µs: ratio %.3f (A/A spread %s)\n", median(offCPU)/1e3, median(onCPU)/1e3, cpuRatio, pct(cpuNoise))
+	fmt.Fprintf(os.Stderr, "  uprobe hits per request: %.3f\n", perReq)
+	if perReq > 0 {
+		fmt.Fprintf(os.Stderr, "  => %.1f µs of CPU per uprobe hit\n", (median(onCPU)-median(offCPU))/1e3/perReq)
+	} else {
+		fmt.Fprintf(os.Stderr, "  verdict: %s\n", verdict(ratio, noise, 0.99))
+	}
+	b.ReportMetric(ratio, "throughput-ratio")
+	b.ReportMetric(perReq, "uprobe-hits/req")
+}
