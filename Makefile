@@ -55,6 +55,7 @@ bench: build ## overhead and storm benchmarks (root): prints ratios
 
 fuzz: ## run each fuzzer for FUZZTIME (default 60s)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTCP$$' -fuzztime $${FUZZTIME:-60s} ./collector/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDeadline$$' -fuzztime $${FUZZTIME:-60s} ./collector/
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $${FUZZTIME:-60s} ./gobin/
 	$(GO) test -run '^$$' -fuzz '^FuzzOpenPatched$$' -fuzztime $${FUZZTIME:-60s} ./gobin/
 

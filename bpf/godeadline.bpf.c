@@ -46,7 +46,27 @@ struct creation {
 	__u64 goid;
 	__u64 deadline_wall; /* lets userspace sweep entries whose deadline was met */
 	__s64 deadline_ext;
+	__u8 traceparent[TT_TRACEPARENT_LEN]; /* of the request the goroutine was serving */
 };
+
+struct traceparent {
+	__u8 s[TT_TRACEPARENT_LEN];
+};
+
+/*
+ * The traceparent header of the request each net/http serving goroutine
+ * is handling: {pid, g} -> header value. Set while the header is parsed
+ * (Go 1.24+ keeps headers in swiss maps: reading them out of the map in BPF
+ * is impractical), cleared when the goroutine starts reading its next
+ * request, so a keep-alive connection never lends one request's trace to
+ * the next.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pid_ptr);
+	__type(value, struct traceparent);
+} http_tp SEC(".maps");
 
 /* WithDeadlineCause calls in flight: {pid, g} -> creation, from entry to RET. */
 struct {
@@ -68,6 +88,22 @@ struct {
 	__type(value, struct creation);
 } deadlines SEC(".maps");
 
+/* Context implementations by {pid, itab address}: how to reach the parent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct pid_ptr);
+	__type(value, struct tt_go_ctx_itab);
+} go_ctx_itabs SEC(".maps");
+
+/* Span implementations by {pid, type descriptor address}: where the SpanContext is. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct pid_ptr);
+	__type(value, struct tt_go_span_type);
+} go_span_types SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1024 * 1024);
@@ -84,6 +120,9 @@ const struct tt_go_event *unused_go_event __attribute__((unused));
 const struct tt_go_offsets *unused_go_offsets __attribute__((unused));
 const enum tt_go_expiry *unused_go_expiry __attribute__((unused));
 const enum tt_go_hit *unused_go_hit __attribute__((unused));
+const enum tt_go_trace_status *unused_go_trace_status __attribute__((unused));
+const struct tt_go_ctx_itab *unused_go_ctx_itab __attribute__((unused));
+const struct tt_go_span_type *unused_go_span_type __attribute__((unused));
 const struct creation *unused_creation __attribute__((unused));
 const struct pid_ptr *unused_pid_ptr __attribute__((unused));
 
@@ -104,6 +143,58 @@ static __always_inline __u64 read_u64(__u64 addr)
 static __always_inline __u64 goid_of(__u64 g, const struct tt_go_offsets *off)
 {
 	return g ? read_u64(g + off->g_goid) : 0;
+}
+
+#define TT_GO_CHAIN 24
+
+/*
+ * find_span walks up from the deadline's parent to the nearest context value
+ * holding an OpenTelemetry span and copies its trace and span IDs. It runs at
+ * expiry, while the deadline's context holds its ancestors alive, so what it
+ * reads is the request's own. Only context types userspace identified (by
+ * itab) are stepped through; anything else ends the walk without a guess.
+ */
+static __always_inline void find_span(struct tt_go_event *e, __u64 c, __u32 tgid,
+				      const struct tt_go_offsets *off)
+{
+	if (!off->has_otel)
+		return;
+	__u64 tab = read_u64(c + off->timerctx_parent);
+	__u64 data = read_u64(c + off->timerctx_parent + 8);
+	e->trace_status = TT_TRACE_TOO_DEEP;
+	for (int i = 0; i < TT_GO_CHAIN; i++) {
+		if (!tab || !data) {
+			e->trace_status = TT_TRACE_ROOT;
+			return;
+		}
+		struct pid_ptr key = {.pid = tgid, .ptr = tab};
+		const struct tt_go_ctx_itab *it = bpf_map_lookup_elem(&go_ctx_itabs, &key);
+		if (!it) {
+			e->trace_status = TT_TRACE_UNKNOWN_CTX;
+			e->stop_itab = tab;
+			return;
+		}
+		if (it->parent_off == TT_GO_ROOT_CTX) {
+			e->trace_status = TT_TRACE_ROOT;
+			return;
+		}
+		e->trace_depth = i + 1;
+		if (it->is_value) {
+			struct pid_ptr tkey = {.pid = tgid, .ptr = read_u64(data + off->valuectx_val)};
+			const struct tt_go_span_type *st = bpf_map_lookup_elem(&go_span_types, &tkey);
+			if (st) {
+				__u64 sc = read_u64(data + off->valuectx_val + 8) + st->sc_off;
+				bpf_probe_read_user(e->trace_id, sizeof(e->trace_id), (const void *)(sc + off->sc_trace_id));
+				bpf_probe_read_user(e->span_id, sizeof(e->span_id), (const void *)(sc + off->sc_span_id));
+				bpf_probe_read_user(&e->trace_flags, 1, (const void *)(sc + off->sc_flags));
+				e->trace_status = TT_TRACE_FOUND;
+				return;
+			}
+		}
+		__u64 next = data + it->parent_off;
+		tab = read_u64(next);
+		data = read_u64(next + 8);
+	}
 }
 
 static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
@@ -155,9 +246,12 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 		e->created_ns = cr->ts_ns;
 		__builtin_memcpy(e->created_pcs, cr->pcs, sizeof(e->created_pcs));
 		e->created_goid = cr->goid;
+		/* Userspace uses it only when no span is found in the chain. */
+		__builtin_memcpy(e->traceparent, cr->traceparent, sizeof(e->traceparent));
 		if (kind == TT_GO_TIMER_FIRED)
 			bpf_map_delete_elem(&deadlines, &key);
 	}
+	find_span(e, c, tgid, off);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
@@ -203,7 +297,59 @@ int go_create_entry(struct pt_regs *ctx)
 		cr.pcs[i] = read_u64(fp + 8);
 		fp = read_u64(fp);
 	}
+	const struct traceparent *tp = bpf_map_lookup_elem(&http_tp, &key);
+	if (tp)
+		__builtin_memcpy(cr.traceparent, tp->s, sizeof(cr.traceparent));
 	bpf_map_update_elem(&creating, &key, &cr, BPF_ANY);
+	return 0;
+}
+
+/* net/http.readRequest: a serving goroutine starts on its next request. */
+SEC("uprobe")
+int go_http_request(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_HTTP_REQUEST);
+	struct pid_ptr key = {.pid = bpf_get_current_pid_tgid() >> 32, .ptr = GO_G(ctx)};
+	bpf_map_delete_elem(&http_tp, &key);
+	return 0;
+}
+
+/*
+ * net/textproto.canonicalMIMEHeaderKey(k []byte), called for each header
+ * line: k is a slice of the raw line "Key: value", so the value follows the
+ * key in memory.
+ */
+SEC("uprobe")
+int go_http_header(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_HTTP_HEADER);
+	if (GO_ARG2(ctx) != 11)
+		return 0;
+	__u8 k[16] = {};
+	__u64 p = GO_ARG1(ctx);
+	if (bpf_probe_read_user(k, 11, (const void *)p))
+		return 0;
+	const char want[] = "traceparent";
+#pragma unroll
+	for (int i = 0; i < 11; i++) {
+		if ((k[i] | 0x20) != want[i])
+			return 0;
+	}
+	__u8 rest[16] = {};
+	if (bpf_probe_read_user(rest, sizeof(rest), (const void *)(p + 11)) || rest[0] != ':')
+		return 0;
+	int skip = 1;
+#pragma unroll
+	for (int i = 1; i < 8; i++) {
+		if (rest[i] != ' ' && rest[i] != '\t')
+			break;
+		skip = i + 1;
+	}
+	struct traceparent tp = {};
+	if (bpf_probe_read_user(tp.s, TT_TRACEPARENT_LEN - 1, (const void *)(p + 11 + skip)))
+		return 0;
+	struct pid_ptr key = {.pid = bpf_get_current_pid_tgid() >> 32, .ptr = GO_G(ctx)};
+	bpf_map_update_elem(&http_tp, &key, &tp, BPF_ANY);
 	return 0;
 }
 

@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,8 +60,9 @@ type GoProbes struct {
 	bias uint64 // PIE load bias: runtime PC - bias = link-time PC
 
 	// detail sites, resolved once
-	entry   uint64
-	returns []uint64
+	entry     uint64
+	returns   []uint64
+	httpSites []site // inbound traceparent of net/http servers; none without net/http
 
 	mu           sync.Mutex
 	detail       []link.Link
@@ -180,6 +183,7 @@ func (p *GoProbes) resolve() ([]site, godeadlineTtGoOffsets, error) {
 	if p.returns, err = p.bin.Returns(ds.Constructor); err != nil || len(p.returns) == 0 {
 		return nil, offs, fmt.Errorf("find the returns of %s: %v", ds.Constructor.Name, err)
 	}
+	p.httpSites = p.resolveHTTP()
 	for _, f := range []struct {
 		typ, path string
 		dst       *uint32
@@ -241,6 +245,11 @@ func (p *GoProbes) SetDetail(on bool) error {
 	}
 	for _, a := range p.returns {
 		if err := attach("go_create_ret", a); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.httpSites {
+		if err := attach(s.prog, s.addr); err != nil {
 			return err
 		}
 	}
@@ -321,6 +330,7 @@ func (p *GoProbes) decode(raw []byte, out *event.Deadline) error {
 		Deadline: event.GoTime(r.DeadlineWall, r.DeadlineExt),
 		Children: r.Children,
 	}
+	setTrace(&r, out)
 	if r.CreatedNs != 0 {
 		out.Detail = true
 		out.CreatedMono = r.CreatedNs
@@ -439,4 +449,80 @@ func creator(pcs []uint64, frames []string) (uint64, string) {
 		return pcs[0], frames[0]
 	}
 	return 0, ""
+}
+
+// setTrace fills the trace fields from the chain walk, else from the
+// inbound traceparent, and never from anything less certain.
+func setTrace(r *godeadlineTtGoEvent, out *event.Deadline) {
+	switch r.TraceStatus {
+	case uint8(godeadlineTtGoTraceStatusTT_TRACE_FOUND):
+		if tid, sid := hex.EncodeToString(r.TraceId[:]), hex.EncodeToString(r.SpanId[:]); !allZero(r.TraceId[:]) && !allZero(r.SpanId[:]) {
+			out.TraceID, out.SpanID, out.TraceSource = tid, sid, "otel_context"
+			out.TraceSampled = r.TraceFlags&1 != 0
+			return
+		}
+		out.TraceNote = "the span in the context has an invalid (zero) trace or span ID"
+	case uint8(godeadlineTtGoTraceStatusTT_TRACE_ROOT):
+		out.TraceNote = "no OpenTelemetry span above the deadline in its context"
+	case uint8(godeadlineTtGoTraceStatusTT_TRACE_UNKNOWN_CTX):
+		out.TraceNote = fmt.Sprintf("context chain walk stopped at an unknown context type (itab %#x)", r.StopItab)
+	case uint8(godeadlineTtGoTraceStatusTT_TRACE_TOO_DEEP):
+		out.TraceNote = "context chain deeper than the walk's bound"
+	default:
+		out.TraceNote = "the binary does not link OpenTelemetry"
+	}
+	if tid, sid, flags, ok := parseTraceparent(r.Traceparent[:]); ok {
+		out.TraceID, out.SpanID, out.TraceSource = tid, sid, "http_traceparent"
+		out.TraceSampled = flags&1 != 0
+		out.TraceNote = ""
+	}
+}
+
+// parseTraceparent validates a W3C traceparent ("00-<32 hex>-<16 hex>-<2
+// hex>"): a version other than 00, bad hex or all-zero IDs give !ok.
+func parseTraceparent(raw []byte) (traceID, spanID string, flags byte, ok bool) {
+	s := string(bytes.TrimRight(raw, "\x00"))
+	if len(s) < 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
+		return "", "", 0, false
+	}
+	tid, err1 := hex.DecodeString(s[3:35])
+	sid, err2 := hex.DecodeString(s[36:52])
+	fl, err3 := hex.DecodeString(s[53:55])
+	if err1 != nil || err2 != nil || err3 != nil || allZero(tid) || allZero(sid) || len(s) > 55 && s[55] != 0 && s[55] != '\r' && s[55] != '\n' && s[55] != ' ' && s[55] != '-' {
+		return "", "", 0, false
+	}
+	return strings.ToLower(s[3:35]), strings.ToLower(s[36:52]), fl[0], true
+}
+
+func allZero(b []byte) bool {
+	for _, v := range b {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveHTTP finds where a net/http server parses request headers. Absent
+// (no net/http server in the binary, or the function was inlined away)
+// means no traceparent from headers, which is logged, not fatal.
+func (p *GoProbes) resolveHTTP() []site {
+	var sites []site
+	for _, s := range []struct{ prog, fn string }{
+		{"go_http_request", "net/http.readRequest"},
+		{"go_http_header", "net/textproto.canonicalMIMEHeaderKey"},
+	} {
+		fn, err := p.bin.Func(s.fn)
+		if err != nil {
+			p.log.Debug("no inbound traceparent from net/http", "missing", s.fn, "err", err)
+			return nil
+		}
+		addr, err := p.bin.AfterPrologue(fn)
+		if err != nil {
+			p.log.Debug("no inbound traceparent from net/http", "func", s.fn, "err", err)
+			return nil
+		}
+		sites = append(sites, site{s.prog, addr})
+	}
+	return sites
 }

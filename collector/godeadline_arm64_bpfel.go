@@ -20,6 +20,7 @@ type godeadlineCreation struct {
 	Goid         uint64
 	DeadlineWall uint64
 	DeadlineExt  int64
+	Traceparent  [56]uint8
 }
 
 type godeadlinePidPtr struct {
@@ -27,6 +28,17 @@ type godeadlinePidPtr struct {
 	Pid uint32
 	Pad uint32
 	Ptr uint64
+}
+
+type godeadlineTraceparent struct {
+	_ structs.HostLayout
+	S [56]uint8
+}
+
+type godeadlineTtGoCtxItab struct {
+	_         structs.HostLayout
+	ParentOff uint32
+	IsValue   uint32
 }
 
 type godeadlineTtGoEvent struct {
@@ -43,7 +55,14 @@ type godeadlineTtGoEvent struct {
 	Pid          uint32
 	Tid          uint32
 	Kind         uint8
-	Pad          [7]uint8
+	TraceStatus  uint8
+	TraceDepth   uint8
+	TraceFlags   uint8
+	Pad          [4]uint8
+	TraceId      [16]uint8
+	SpanId       [8]uint8
+	StopItab     uint64
+	Traceparent  [56]uint8
 }
 
 type godeadlineTtGoExpiry uint32
@@ -61,7 +80,9 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_CREATE_RET   godeadlineTtGoHit = 2
 	godeadlineTtGoHitTT_GO_HIT_DROPPED      godeadlineTtGoHit = 3
 	godeadlineTtGoHitTT_GO_HIT_DETAIL_FULL  godeadlineTtGoHit = 4
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 5
+	godeadlineTtGoHitTT_GO_HIT_HTTP_HEADER  godeadlineTtGoHit = 5
+	godeadlineTtGoHitTT_GO_HIT_HTTP_REQUEST godeadlineTtGoHit = 6
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 7
 )
 
 type godeadlineTtGoOffsets struct {
@@ -70,7 +91,30 @@ type godeadlineTtGoOffsets struct {
 	CancelctxErr      uint32
 	CancelctxChildren uint32
 	G_goid            uint32
+	TimerctxParent    uint32
+	ValuectxVal       uint32
+	ScTraceId         uint32
+	ScSpanId          uint32
+	ScFlags           uint32
+	HasOtel           uint32
 }
+
+type godeadlineTtGoSpanType struct {
+	_     structs.HostLayout
+	ScOff uint32
+	Pad   uint32
+}
+
+type godeadlineTtGoTraceStatus uint32
+
+const (
+	godeadlineTtGoTraceStatusTT_TRACE_NONE        godeadlineTtGoTraceStatus = 0
+	godeadlineTtGoTraceStatusTT_TRACE_FOUND       godeadlineTtGoTraceStatus = 1
+	godeadlineTtGoTraceStatusTT_TRACE_ROOT        godeadlineTtGoTraceStatus = 2
+	godeadlineTtGoTraceStatusTT_TRACE_UNKNOWN_CTX godeadlineTtGoTraceStatus = 3
+	godeadlineTtGoTraceStatusTT_TRACE_TOO_DEEP    godeadlineTtGoTraceStatus = 4
+	godeadlineTtGoTraceStatusTT_TRACE_INVALID     godeadlineTtGoTraceStatus = 5
+)
 
 // Names of all BPF objects in the ELF.
 //
@@ -78,18 +122,26 @@ type godeadlineTtGoOffsets struct {
 const (
 	godeadlineMapCreating             = "creating"
 	godeadlineMapDeadlines            = "deadlines"
+	godeadlineMapGoCtxItabs           = "go_ctx_itabs"
 	godeadlineMapGoEvents             = "go_events"
 	godeadlineMapGoHits               = "go_hits"
 	godeadlineMapGoProcs              = "go_procs"
+	godeadlineMapGoSpanTypes          = "go_span_types"
+	godeadlineMapHttpTp               = "http_tp"
 	godeadlineProgGoCreateEntry       = "go_create_entry"
 	godeadlineProgGoCreateRet         = "go_create_ret"
 	godeadlineProgGoExpiredAtCreation = "go_expired_at_creation"
+	godeadlineProgGoHttpHeader        = "go_http_header"
+	godeadlineProgGoHttpRequest       = "go_http_request"
 	godeadlineProgGoTimerFired        = "go_timer_fired"
 	godeadlineVarUnusedCreation       = "unused_creation"
+	godeadlineVarUnusedGoCtxItab      = "unused_go_ctx_itab"
 	godeadlineVarUnusedGoEvent        = "unused_go_event"
 	godeadlineVarUnusedGoExpiry       = "unused_go_expiry"
 	godeadlineVarUnusedGoHit          = "unused_go_hit"
 	godeadlineVarUnusedGoOffsets      = "unused_go_offsets"
+	godeadlineVarUnusedGoSpanType     = "unused_go_span_type"
+	godeadlineVarUnusedGoTraceStatus  = "unused_go_trace_status"
 	godeadlineVarUnusedPidPtr         = "unused_pid_ptr"
 )
 
@@ -138,6 +190,8 @@ type godeadlineProgramSpecs struct {
 	GoCreateEntry       *ebpf.ProgramSpec `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.ProgramSpec `ebpf:"go_create_ret"`
 	GoExpiredAtCreation *ebpf.ProgramSpec `ebpf:"go_expired_at_creation"`
+	GoHttpHeader        *ebpf.ProgramSpec `ebpf:"go_http_header"`
+	GoHttpRequest       *ebpf.ProgramSpec `ebpf:"go_http_request"`
 	GoTimerFired        *ebpf.ProgramSpec `ebpf:"go_timer_fired"`
 }
 
@@ -145,23 +199,29 @@ type godeadlineProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineMapSpecs struct {
-	Creating  *ebpf.MapSpec `ebpf:"creating"`
-	Deadlines *ebpf.MapSpec `ebpf:"deadlines"`
-	GoEvents  *ebpf.MapSpec `ebpf:"go_events"`
-	GoHits    *ebpf.MapSpec `ebpf:"go_hits"`
-	GoProcs   *ebpf.MapSpec `ebpf:"go_procs"`
+	Creating    *ebpf.MapSpec `ebpf:"creating"`
+	Deadlines   *ebpf.MapSpec `ebpf:"deadlines"`
+	GoCtxItabs  *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
+	GoEvents    *ebpf.MapSpec `ebpf:"go_events"`
+	GoHits      *ebpf.MapSpec `ebpf:"go_hits"`
+	GoProcs     *ebpf.MapSpec `ebpf:"go_procs"`
+	GoSpanTypes *ebpf.MapSpec `ebpf:"go_span_types"`
+	HttpTp      *ebpf.MapSpec `ebpf:"http_tp"`
 }
 
 // godeadlineVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineVariableSpecs struct {
-	UnusedCreation  *ebpf.VariableSpec `ebpf:"unused_creation"`
-	UnusedGoEvent   *ebpf.VariableSpec `ebpf:"unused_go_event"`
-	UnusedGoExpiry  *ebpf.VariableSpec `ebpf:"unused_go_expiry"`
-	UnusedGoHit     *ebpf.VariableSpec `ebpf:"unused_go_hit"`
-	UnusedGoOffsets *ebpf.VariableSpec `ebpf:"unused_go_offsets"`
-	UnusedPidPtr    *ebpf.VariableSpec `ebpf:"unused_pid_ptr"`
+	UnusedCreation      *ebpf.VariableSpec `ebpf:"unused_creation"`
+	UnusedGoCtxItab     *ebpf.VariableSpec `ebpf:"unused_go_ctx_itab"`
+	UnusedGoEvent       *ebpf.VariableSpec `ebpf:"unused_go_event"`
+	UnusedGoExpiry      *ebpf.VariableSpec `ebpf:"unused_go_expiry"`
+	UnusedGoHit         *ebpf.VariableSpec `ebpf:"unused_go_hit"`
+	UnusedGoOffsets     *ebpf.VariableSpec `ebpf:"unused_go_offsets"`
+	UnusedGoSpanType    *ebpf.VariableSpec `ebpf:"unused_go_span_type"`
+	UnusedGoTraceStatus *ebpf.VariableSpec `ebpf:"unused_go_trace_status"`
+	UnusedPidPtr        *ebpf.VariableSpec `ebpf:"unused_pid_ptr"`
 }
 
 // godeadlineObjects contains all objects after they have been loaded into the kernel.
@@ -184,20 +244,26 @@ func (o *godeadlineObjects) Close() error {
 //
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlineMaps struct {
-	Creating  *ebpf.Map `ebpf:"creating"`
-	Deadlines *ebpf.Map `ebpf:"deadlines"`
-	GoEvents  *ebpf.Map `ebpf:"go_events"`
-	GoHits    *ebpf.Map `ebpf:"go_hits"`
-	GoProcs   *ebpf.Map `ebpf:"go_procs"`
+	Creating    *ebpf.Map `ebpf:"creating"`
+	Deadlines   *ebpf.Map `ebpf:"deadlines"`
+	GoCtxItabs  *ebpf.Map `ebpf:"go_ctx_itabs"`
+	GoEvents    *ebpf.Map `ebpf:"go_events"`
+	GoHits      *ebpf.Map `ebpf:"go_hits"`
+	GoProcs     *ebpf.Map `ebpf:"go_procs"`
+	GoSpanTypes *ebpf.Map `ebpf:"go_span_types"`
+	HttpTp      *ebpf.Map `ebpf:"http_tp"`
 }
 
 func (m *godeadlineMaps) Close() error {
 	return _GodeadlineClose(
 		m.Creating,
 		m.Deadlines,
+		m.GoCtxItabs,
 		m.GoEvents,
 		m.GoHits,
 		m.GoProcs,
+		m.GoSpanTypes,
+		m.HttpTp,
 	)
 }
 
@@ -205,12 +271,15 @@ func (m *godeadlineMaps) Close() error {
 //
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlineVariables struct {
-	UnusedCreation  *ebpf.Variable `ebpf:"unused_creation"`
-	UnusedGoEvent   *ebpf.Variable `ebpf:"unused_go_event"`
-	UnusedGoExpiry  *ebpf.Variable `ebpf:"unused_go_expiry"`
-	UnusedGoHit     *ebpf.Variable `ebpf:"unused_go_hit"`
-	UnusedGoOffsets *ebpf.Variable `ebpf:"unused_go_offsets"`
-	UnusedPidPtr    *ebpf.Variable `ebpf:"unused_pid_ptr"`
+	UnusedCreation      *ebpf.Variable `ebpf:"unused_creation"`
+	UnusedGoCtxItab     *ebpf.Variable `ebpf:"unused_go_ctx_itab"`
+	UnusedGoEvent       *ebpf.Variable `ebpf:"unused_go_event"`
+	UnusedGoExpiry      *ebpf.Variable `ebpf:"unused_go_expiry"`
+	UnusedGoHit         *ebpf.Variable `ebpf:"unused_go_hit"`
+	UnusedGoOffsets     *ebpf.Variable `ebpf:"unused_go_offsets"`
+	UnusedGoSpanType    *ebpf.Variable `ebpf:"unused_go_span_type"`
+	UnusedGoTraceStatus *ebpf.Variable `ebpf:"unused_go_trace_status"`
+	UnusedPidPtr        *ebpf.Variable `ebpf:"unused_pid_ptr"`
 }
 
 // godeadlinePrograms contains all programs after they have been loaded into the kernel.
@@ -220,6 +289,8 @@ type godeadlinePrograms struct {
 	GoCreateEntry       *ebpf.Program `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.Program `ebpf:"go_create_ret"`
 	GoExpiredAtCreation *ebpf.Program `ebpf:"go_expired_at_creation"`
+	GoHttpHeader        *ebpf.Program `ebpf:"go_http_header"`
+	GoHttpRequest       *ebpf.Program `ebpf:"go_http_request"`
 	GoTimerFired        *ebpf.Program `ebpf:"go_timer_fired"`
 }
 
@@ -228,6 +299,8 @@ func (p *godeadlinePrograms) Close() error {
 		p.GoCreateEntry,
 		p.GoCreateRet,
 		p.GoExpiredAtCreation,
+		p.GoHttpHeader,
+		p.GoHttpRequest,
 		p.GoTimerFired,
 	)
 }

@@ -35,6 +35,16 @@ type Deadline struct {
 	Deadline time.Time // the deadline the context carried
 	Children uint64    // contexts the expiry cancels directly (a parent's expiry takes its children down)
 
+	// The request the deadline belongs to: W3C trace and span ID (hex), or
+	// empty. TraceSource says where they were found: "otel_context" (an
+	// OpenTelemetry span above the deadline in its context chain) or
+	// "http_traceparent" (the inbound header of the request the creating
+	// goroutine was serving). TraceNote says why there is none.
+	TraceID, SpanID string
+	TraceSource     string
+	TraceSampled    bool
+	TraceNote       string
+
 	// Filled only when the detail probes saw the deadline being set.
 	Detail       bool
 	CreatedMono  uint64    // CLOCK_MONOTONIC at creation

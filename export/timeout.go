@@ -31,22 +31,32 @@ type TimeoutJSON struct {
 	CreatedGoid  uint64   `json:"created_goroutine,omitempty"`
 	CreatedStack []string `json:"created_stack,omitempty"`
 	Context      string   `json:"context"` // address of the *timerCtx, for joining with other tools
+	TraceID      string   `json:"trace_id"`
+	SpanID       string   `json:"span_id"`
+	TraceSource  string   `json:"trace_source"` // otel_context, http_traceparent, or "" when none
+	TraceSampled bool     `json:"trace_sampled,omitempty"`
+	TraceNote    string   `json:"trace_note,omitempty"` // why there is no trace ID
 }
 
 // NewTimeoutJSON maps an expired deadline to its JSON form.
 func NewTimeoutJSON(d *event.Deadline) TimeoutJSON {
 	j := TimeoutJSON{
-		Time:      d.Time.UTC().Format(time.RFC3339Nano),
-		Kind:      "timeout",
-		PID:       d.PID,
-		Comm:      d.Comm,
-		Outcome:   "deadline_exceeded",
-		Deadline:  d.Deadline.UTC().Format(time.RFC3339Nano),
-		Children:  d.Children,
-		Detail:    d.Detail,
-		Expiry:    d.Kind.String(),
-		Goroutine: d.Goid,
-		Context:   fmt.Sprintf("%#x", d.Ctx),
+		Time:         d.Time.UTC().Format(time.RFC3339Nano),
+		Kind:         "timeout",
+		PID:          d.PID,
+		Comm:         d.Comm,
+		Outcome:      "deadline_exceeded",
+		Deadline:     d.Deadline.UTC().Format(time.RFC3339Nano),
+		Children:     d.Children,
+		Detail:       d.Detail,
+		Expiry:       d.Kind.String(),
+		Goroutine:    d.Goid,
+		Context:      fmt.Sprintf("%#x", d.Ctx),
+		TraceID:      d.TraceID,
+		SpanID:       d.SpanID,
+		TraceSource:  d.TraceSource,
+		TraceSampled: d.TraceSampled,
+		TraceNote:    d.TraceNote,
 	}
 	if b, ok := d.Budget(); ok {
 		j.BudgetMs = ms(b)

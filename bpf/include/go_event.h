@@ -3,6 +3,9 @@
 #ifndef TT_GO_EVENT_H
 #define TT_GO_EVENT_H
 
+/* "00-" 32 hex "-" 16 hex "-" 2 hex */
+#define TT_TRACEPARENT_LEN 56
+
 /* Where an expiry was seen. Numbers are part of the record format: only append. */
 enum tt_go_expiry {
 	TT_GO_TIMER_FIRED = 1,      /* the deadline's timer fired */
@@ -15,6 +18,37 @@ struct tt_go_offsets {
 	__u32 cancelctx_err;       /* context.cancelCtx.err (atomic.Value: type word first) */
 	__u32 cancelctx_children;  /* context.cancelCtx.children (map pointer; the map's first word is its length) */
 	__u32 g_goid;              /* runtime.g.goid */
+	__u32 timerctx_parent;     /* context.timerCtx.cancelCtx.Context: the parent interface */
+	__u32 valuectx_val;        /* context.valueCtx.val (an any: type word, data word) */
+	__u32 sc_trace_id;         /* trace.SpanContext.traceID */
+	__u32 sc_span_id;          /* trace.SpanContext.spanID */
+	__u32 sc_flags;            /* trace.SpanContext.traceFlags */
+	__u32 has_otel;            /* the binary links OpenTelemetry: walk the chain for a span */
+};
+
+/* How the walk up the context chain for a span ended. */
+enum tt_go_trace_status {
+	TT_TRACE_NONE = 0,         /* not attempted: no OpenTelemetry in the binary */
+	TT_TRACE_FOUND = 1,        /* a span's context was read */
+	TT_TRACE_ROOT = 2,         /* reached the root context: no span above the deadline */
+	TT_TRACE_UNKNOWN_CTX = 3,  /* a context type whose parent we cannot follow */
+	TT_TRACE_TOO_DEEP = 4,     /* gave up after TT_GO_CHAIN levels */
+	TT_TRACE_INVALID = 5,      /* a span was found but its IDs are zero */
+};
+
+/* parent_off of a root context (Background, TODO): the walk ends there. */
+#define TT_GO_ROOT_CTX 0xffffffff
+
+/* A context implementation the chain walk can step through. */
+struct tt_go_ctx_itab {
+	__u32 parent_off;          /* offset of its parent Context interface in the struct, or TT_GO_ROOT_CTX */
+	__u32 is_value;            /* a *context.valueCtx: check its value for a span */
+};
+
+/* A span implementation that may sit in a valueCtx: where its SpanContext is. */
+struct tt_go_span_type {
+	__u32 sc_off;
+	__u32 _pad;
 };
 
 /* Indexes of the per-CPU probe hit counters. */
@@ -24,7 +58,9 @@ enum tt_go_hit {
 	TT_GO_HIT_CREATE_RET = 2,  /* detail: WithDeadlineCause returns */
 	TT_GO_HIT_DROPPED = 3,     /* events lost: ring buffer full */
 	TT_GO_HIT_DETAIL_FULL = 4, /* creations not recorded: detail table full */
-	TT_GO_HIT_MAX = 5,
+	TT_GO_HIT_HTTP_HEADER = 5, /* detail: net/http header keys parsed */
+	TT_GO_HIT_HTTP_REQUEST = 6,/* detail: net/http requests read */
+	TT_GO_HIT_MAX = 7,
 };
 
 struct tt_go_event {
@@ -40,7 +76,16 @@ struct tt_go_event {
 	__u32 pid;
 	__u32 tid;
 	__u8 kind;            /* enum tt_go_expiry */
-	__u8 _pad[7];
+	__u8 trace_status;    /* enum tt_go_trace_status */
+	__u8 trace_depth;     /* context levels walked above the deadline */
+	__u8 trace_flags;
+	__u8 _pad[4];
+	__u8 trace_id[16];
+	__u8 span_id[8];
+	__u64 stop_itab;      /* the itab where the walk stopped (TT_TRACE_UNKNOWN_CTX) */
+	/* The traceparent header of the request being served by the goroutine
+	 * that set the deadline (detail tier, net/http servers), raw text. */
+	__u8 traceparent[TT_TRACEPARENT_LEN];
 };
 
 #endif
