@@ -55,6 +55,7 @@ const volatile __u64 tcp_write_timer_addr = 0; /* address of tcp_write_timer, 0:
 const volatile __u32 rate_burst = 64;          /* retransmit-class events per socket per window */
 const volatile __u64 rate_window_ns = 1000000000ULL;
 const volatile __u64 wakeup_bytes = 256 * 1024;/* wake the reader only past this much data */
+const volatile __u64 activity_interval_ns = 0; /* 0: no activity events */
 
 /* What we know of a socket, keyed by its kernel address. */
 struct tt_sock {
@@ -95,7 +96,26 @@ struct tt_owner_seen {
 	__u32 tgid;
 	__u16 sport;
 	__u16 _pad;
+	__u64 last_activity_ns; /* when the last activity event was emitted */
+	__u64 last_goid;        /* the goroutine of the last activity event */
 };
+
+/*
+ * Go processes whose goroutines the activity events name: tgid -> offset of
+ * goid in runtime.g. Filled by userspace for processes it traces with the
+ * Go probes; other processes' registers mean nothing here.
+ */
+struct tt_go_pid {
+	__u32 goid_off;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct tt_go_pid);
+} go_pids SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -120,6 +140,7 @@ struct {
 const struct tt_tcp_event *unused_event __attribute__((unused));
 const enum tt_tcp_kind *unused_kind __attribute__((unused));
 const enum tt_stat *unused_stat __attribute__((unused));
+const struct tt_go_pid *unused_go_pid __attribute__((unused));
 
 static __always_inline void stat_inc(__u32 idx)
 {
@@ -170,12 +191,78 @@ static __always_inline struct tt_sock *sock_get(const struct sock *sk, bool btf,
 }
 
 /*
+ * An activity event says which socket the owner (and, for Go processes,
+ * which goroutine) did I/O on: what binds a request to its connection
+ * without a uprobe. Emitted at most once per interval per socket, and at
+ * once when another goroutine takes over the socket. Go keeps the current
+ * g in a register (R14 on amd64, X28 on arm64): the syscall's saved user
+ * registers hold it. Runtime-internal I/O runs on g0 (goid 0).
+ */
+static __always_inline void maybe_activity(const struct sock *sk, struct tt_owner_seen *seen,
+					   __u32 tgid, __u8 dir)
+{
+	if (!activity_interval_ns)
+		return;
+	__u64 g = 0, goid = 0;
+	const struct tt_go_pid *gp = bpf_map_lookup_elem(&go_pids, &tgid);
+	if (gp) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+#if defined(__TARGET_ARCH_x86)
+		g = BPF_CORE_READ(regs, r14);
+#elif defined(__TARGET_ARCH_arm64)
+		g = BPF_CORE_READ(regs, regs[28]);
+#endif
+		if (g)
+			bpf_probe_read_user(&goid, sizeof(goid), (const void *)(g + gp->goid_off));
+	}
+	/* Compare goroutine ids, not g pointers: exited goroutines' g structs
+	 * are reused for new ones. */
+	__u64 now = bpf_ktime_get_ns();
+	if (goid == seen->last_goid && now - seen->last_activity_ns < activity_interval_ns)
+		return;
+	seen->last_goid = goid;
+	seen->last_activity_ns = now;
+	struct tt_sock *s = sock_get(sk, true, false);
+	if (!s)
+		return;
+	struct tt_tcp_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		stat_inc(TT_STAT_LOST);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts_ns = now;
+	e->kind = TT_KIND_ACTIVITY;
+	e->state = sk->__sk_common.skc_state;
+	e->old_state = e->state;
+	e->family = sk->__sk_common.skc_family;
+	e->sport = s->sport;
+	e->dport = bpf_ntohs(sk->__sk_common.skc_dport);
+	if (e->family == TT_AF_INET6) {
+		BPF_CORE_READ_INTO(&e->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&e->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	} else {
+		*(__u32 *)e->saddr = sk->__sk_common.skc_rcv_saddr;
+		*(__u32 *)e->daddr = sk->__sk_common.skc_daddr;
+	}
+	e->cookie = s->id;
+	e->pid = s->tgid;
+	e->cgroup_id = s->cgroup_id;
+	e->netns = s->netns;
+	__builtin_memcpy(e->comm, s->comm, sizeof(e->comm));
+	e->goid = goid;
+	e->dir = dir;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	stat_inc(TT_STAT_EMITTED);
+}
+
+/*
  * Runs in the owner's process context on every send and receive of every
  * socket on the node: the hottest code here. With typed pointers (tp_btf) it
  * reads fields directly, no probe-read helper calls, and returns after one
  * hash lookup when the socket's owner is already known.
  */
-static __always_inline void note_owner(const struct sock *sk, bool btf)
+static __always_inline void note_owner(const struct sock *sk, bool btf, __u8 dir)
 {
 	stat_inc(TT_STAT_OWNER_HITS);
 	if (!sk)
@@ -209,8 +296,11 @@ static __always_inline void note_owner(const struct sock *sk, bool btf)
 	struct tt_owner_seen *seen = NULL;
 	if (btf) {
 		seen = bpf_sk_storage_get(&owner_seen, (void *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-		if (seen && seen->tgid == tgid && seen->sport)
+		if (seen && seen->tgid == tgid && seen->sport) {
+			if (typed && dir)
+				maybe_activity(sk, seen, tgid, dir);
 			return;
+		}
 	}
 	struct tt_sock *s;
 	__u16 sport;
@@ -234,6 +324,8 @@ static __always_inline void note_owner(const struct sock *sk, bool btf)
 	if (seen) {
 		seen->tgid = tgid;
 		seen->sport = s->sport;
+		if (typed && dir)
+			maybe_activity(sk, seen, tgid, dir);
 	}
 }
 
@@ -384,7 +476,7 @@ static __always_inline int on_state(const struct sock *sk, int old, int new, boo
 		return 0;
 	/* connect() and listen() run in the owner's context. */
 	if ((old == TT_TCP_CLOSE && new == TT_TCP_SYN_SENT) || new == TT_TCP_LISTEN)
-		note_owner(sk, btf);
+		note_owner(sk, btf, 0);
 
 	__u8 kind = 0;
 	int err = 0;
@@ -536,7 +628,7 @@ int BPF_PROG(btf_tcp_retransmit_synack, const struct sock *sk, const struct requ
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(btf_sock_send_length, const struct sock *sk)
 {
-	note_owner(sk, true);
+	note_owner(sk, true, TT_DIR_SEND);
 	return 0;
 }
 
@@ -547,7 +639,7 @@ int BPF_PROG(btf_sock_recv_length, const struct sock *sk, int ret)
 	 * by one that succeeds: skip it. */
 	if (ret <= 0)
 		return 0;
-	note_owner(sk, true);
+	note_owner(sk, true, TT_DIR_RECV);
 	return 0;
 }
 
@@ -604,7 +696,7 @@ int BPF_PROG(raw_tcp_retransmit_synack, const struct sock *sk, const struct requ
 SEC("raw_tp/sock_send_length")
 int BPF_PROG(raw_sock_send_length, const struct sock *sk)
 {
-	note_owner(sk, false);
+	note_owner(sk, false, 0);
 	return 0;
 }
 
@@ -613,7 +705,7 @@ int BPF_PROG(raw_sock_recv_length, const struct sock *sk, int ret)
 {
 	if (ret <= 0)
 		return 0;
-	note_owner(sk, false);
+	note_owner(sk, false, 0);
 	return 0;
 }
 
@@ -621,14 +713,14 @@ int BPF_PROG(raw_sock_recv_length, const struct sock *sk, int ret)
 SEC("raw_tp/tcp_rcv_space_adjust")
 int BPF_PROG(raw_tcp_rcv_space_adjust, const struct sock *sk)
 {
-	note_owner(sk, false);
+	note_owner(sk, false, 0);
 	return 0;
 }
 
 SEC("tp_btf/tcp_rcv_space_adjust")
 int BPF_PROG(btf_tcp_rcv_space_adjust, const struct sock *sk)
 {
-	note_owner(sk, true);
+	note_owner(sk, true, TT_DIR_RECV);
 	return 0;
 }
 

@@ -78,6 +78,8 @@ func decodeTCP(raw []byte, clk clock, out *event.TCP) error {
 		TotalRetrans: r.TotalRetrans,
 		SndWnd:       r.SndWnd,
 		Suppressed:   r.Suppressed,
+		Goid:         r.Goid,
+		Sent:         r.Dir == 1,
 	}
 	return nil
 }

@@ -12,13 +12,13 @@ import (
 
 func TestParseTraceparent(t *testing.T) {
 	for in, want := range map[string]string{
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01":       "4bf92f3577b34da6a3ce929d0e0e4736/00f067aa0ba902b7/1",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01":      "4bf92f3577b34da6a3ce929d0e0e4736/00f067aa0ba902b7/1",
 		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-00\r\nX": "4bf92f3577b34da6a3ce929d0e0e4736/00f067aa0ba902b7/0",
-		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01":       "", // unknown version
-		"00-00000000000000000000000000000000-00f067aa0ba902b7-01":       "", // zero trace
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01":       "", // zero span
-		"00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01":       "", // bad hex
-		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7":          "", // short
+		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01":      "", // unknown version
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01":      "", // zero trace
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01":      "", // zero span
+		"00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01":      "", // bad hex
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7":         "", // short
 		"": "",
 	} {
 		tid, sid, fl, ok := parseTraceparent([]byte(in))

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bufio"
+	"runtime"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/internal/netlab"
 	"github.com/timeout-tracer/tracer/internal/testprog"
 )
@@ -571,5 +573,78 @@ func TestMPTCPSubflowOwner(t *testing.T) {
 	}
 	if int(rst[0].PID) != sink.Process.Pid || rst[0].Comm != "tcpsink" {
 		t.Errorf("server-side reset owned by pid %d %q, want tcpsink %d", rst[0].PID, rst[0].Comm, sink.Process.Pid)
+	}
+}
+
+// goid returns the current goroutine's id (from its stack header).
+func goid() uint64 {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	var id uint64
+	fmt.Sscanf(string(buf), "goroutine %d ", &id)
+	return id
+}
+
+// TestActivityNamesGoroutine: activity events name the socket's owner and,
+// for a registered Go process, the goroutine doing the I/O — read from the
+// g register of the syscall's user context, no uprobe.
+func TestActivityNamesGoroutine(t *testing.T) {
+	requireTracing(t)
+	self, err := gobin.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	off, err := self.FieldOffset("runtime.g", "goid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	c := startCollector(t, Config{PID: uint32(os.Getpid()), ActivityInterval: time.Hour})
+	if err := c.RegisterGoProcess(uint32(os.Getpid()), uint32(off)); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two goroutines in turn: each takeover is reported at once, even
+	// within the (hour-long) interval.
+	ids := make(chan uint64, 2)
+	for i := 0; i < 2; i++ {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread() // keep the goroutine on one thread while it writes
+			ids <- goid()
+			roundTrip(t, conn)
+		}()
+		<-done
+	}
+	g1, g2 := <-ids, <-ids
+	evs := collect(t, c, addrPort(t, conn.LocalAddr()), srv, 3*time.Second, func(e []event.TCP) bool {
+		seen := map[uint64]bool{}
+		for _, ev := range e {
+			seen[ev.Goid] = true
+		}
+		return seen[g1] && seen[g2]
+	})
+	acts := ofKind(evs, event.TCPActivity)
+	byG := map[uint64][]event.TCP{}
+	for _, a := range acts {
+		if a.PID != uint32(os.Getpid()) || a.Cookie == 0 {
+			t.Errorf("activity not attributed: %+v", a)
+		}
+		byG[a.Goid] = append(byG[a.Goid], a)
+	}
+	if len(byG[g1]) == 0 || len(byG[g2]) == 0 {
+		t.Fatalf("want activity of goroutines %d and %d, got %d events: %+v", g1, g2, len(acts), acts)
+	}
+	for g, as := range byG {
+		if g != g1 && g != g2 && g != 0 {
+			// The echo is read by whichever goroutine reads: only ours read.
+			t.Errorf("activity of an unexpected goroutine %d: %d events", g, len(as))
+		}
 	}
 }

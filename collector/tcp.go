@@ -34,6 +34,9 @@ type Config struct {
 	// PollInterval bounds how long an event may wait in the ring buffer when
 	// wakeups are batched; 0 means 100 ms.
 	PollInterval time.Duration
+	// ActivityInterval turns on activity events: per socket at most one per
+	// interval, plus one whenever another goroutine does the I/O. 0: off.
+	ActivityInterval time.Duration
 	// ForceRawTP uses raw_tp programs even where tp_btf works (tests, kernel matrix).
 	ForceRawTP bool
 	// Logger receives warnings; nil discards them.
@@ -127,7 +130,7 @@ func StartTCP(cfg Config) (_ *TCP, err error) {
 	if err := configure(spec, cfg); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats, tcpMapOwnerSeen} {
+	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats, tcpMapOwnerSeen, tcpMapGoPids} {
 		m, err := ebpf.NewMap(spec.Maps[name])
 		if err != nil {
 			return nil, fmt.Errorf("create map %s: %w", name, explain(err))
@@ -178,6 +181,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		"has_retransmit_err":   hasErr,
 		"tcp_write_timer_addr": timerAddr,
 		"rate_burst":           burst,
+		"activity_interval_ns": uint64(cfg.ActivityInterval),
 	} {
 		if err := set(name, v); err != nil {
 			return err
@@ -412,4 +416,21 @@ func (c *TCP) ProgramStats() (map[string]ProgramStat, error) {
 // little on every run: benchmarks only.
 func EnableRunStats() (io.Closer, error) {
 	return ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+}
+
+// RegisterGoProcess lets activity events of pid name the goroutine doing
+// the I/O: goidOffset is runtime.g.goid's offset in that process's binary.
+func (c *TCP) RegisterGoProcess(pid uint32, goidOffset uint32) error {
+	if err := c.maps[tcpMapGoPids].Put(pid, tcpTtGoPid{GoidOff: goidOffset}); err != nil {
+		return fmt.Errorf("register Go process %d: %w", pid, err)
+	}
+	return nil
+}
+
+// UnregisterGoProcess forgets pid (after it exited).
+func (c *TCP) UnregisterGoProcess(pid uint32) error {
+	if err := c.maps[tcpMapGoPids].Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("unregister Go process %d: %w", pid, err)
+	}
+	return nil
 }

@@ -13,11 +13,19 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type tcpTtGoPid struct {
+	_       structs.HostLayout
+	GoidOff uint32
+	Pad     uint32
+}
+
 type tcpTtOwnerSeen struct {
-	_     structs.HostLayout
-	Tgid  uint32
-	Sport uint16
-	Pad   uint16
+	_              structs.HostLayout
+	Tgid           uint32
+	Sport          uint16
+	Pad            uint16
+	LastActivityNs uint64
+	LastGoid       uint64
 }
 
 type tcpTtSock struct {
@@ -76,6 +84,11 @@ type tcpTtTcpEvent struct {
 	TotalRetrans uint32
 	SndWnd       uint32
 	Suppressed   uint32
+	Pad1         uint32
+	_            [4]byte
+	Goid         uint64
+	Dir          uint8
+	Pad2         [7]uint8
 }
 
 type tcpTtTcpKind uint32
@@ -96,6 +109,7 @@ const (
 	tcpTtTcpKindTT_KIND_CONNECT           tcpTtTcpKind = 13
 	tcpTtTcpKindTT_KIND_ESTABLISHED       tcpTtTcpKind = 14
 	tcpTtTcpKindTT_KIND_CLOSE             tcpTtTcpKind = 15
+	tcpTtTcpKindTT_KIND_ACTIVITY          tcpTtTcpKind = 16
 )
 
 // Names of all BPF objects in the ELF.
@@ -103,6 +117,7 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	tcpMapEvents                  = "events"
+	tcpMapGoPids                  = "go_pids"
 	tcpMapOwnerSeen               = "owner_seen"
 	tcpMapSocks                   = "socks"
 	tcpMapStats                   = "stats"
@@ -128,6 +143,7 @@ const (
 	tcpProgRawTcpRetransmitSynack = "raw_tcp_retransmit_synack"
 	tcpProgRawTcpSendReset        = "raw_tcp_send_reset"
 	tcpProgRawTimerExpireEntry    = "raw_timer_expire_entry"
+	tcpVarActivityIntervalNs      = "activity_interval_ns"
 	tcpVarEmitLifecycle           = "emit_lifecycle"
 	tcpVarHasRetransmitErr        = "has_retransmit_err"
 	tcpVarRateBurst               = "rate_burst"
@@ -135,6 +151,7 @@ const (
 	tcpVarTargetTgid              = "target_tgid"
 	tcpVarTcpWriteTimerAddr       = "tcp_write_timer_addr"
 	tcpVarUnusedEvent             = "unused_event"
+	tcpVarUnusedGoPid             = "unused_go_pid"
 	tcpVarUnusedKind              = "unused_kind"
 	tcpVarUnusedStat              = "unused_stat"
 	tcpVarWakeupBytes             = "wakeup_bytes"
@@ -211,6 +228,7 @@ type tcpProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcpMapSpecs struct {
 	Events    *ebpf.MapSpec `ebpf:"events"`
+	GoPids    *ebpf.MapSpec `ebpf:"go_pids"`
 	OwnerSeen *ebpf.MapSpec `ebpf:"owner_seen"`
 	Socks     *ebpf.MapSpec `ebpf:"socks"`
 	Stats     *ebpf.MapSpec `ebpf:"stats"`
@@ -220,16 +238,18 @@ type tcpMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcpVariableSpecs struct {
-	EmitLifecycle     *ebpf.VariableSpec `ebpf:"emit_lifecycle"`
-	HasRetransmitErr  *ebpf.VariableSpec `ebpf:"has_retransmit_err"`
-	RateBurst         *ebpf.VariableSpec `ebpf:"rate_burst"`
-	RateWindowNs      *ebpf.VariableSpec `ebpf:"rate_window_ns"`
-	TargetTgid        *ebpf.VariableSpec `ebpf:"target_tgid"`
-	TcpWriteTimerAddr *ebpf.VariableSpec `ebpf:"tcp_write_timer_addr"`
-	UnusedEvent       *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedKind        *ebpf.VariableSpec `ebpf:"unused_kind"`
-	UnusedStat        *ebpf.VariableSpec `ebpf:"unused_stat"`
-	WakeupBytes       *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	ActivityIntervalNs *ebpf.VariableSpec `ebpf:"activity_interval_ns"`
+	EmitLifecycle      *ebpf.VariableSpec `ebpf:"emit_lifecycle"`
+	HasRetransmitErr   *ebpf.VariableSpec `ebpf:"has_retransmit_err"`
+	RateBurst          *ebpf.VariableSpec `ebpf:"rate_burst"`
+	RateWindowNs       *ebpf.VariableSpec `ebpf:"rate_window_ns"`
+	TargetTgid         *ebpf.VariableSpec `ebpf:"target_tgid"`
+	TcpWriteTimerAddr  *ebpf.VariableSpec `ebpf:"tcp_write_timer_addr"`
+	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedGoPid        *ebpf.VariableSpec `ebpf:"unused_go_pid"`
+	UnusedKind         *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedStat         *ebpf.VariableSpec `ebpf:"unused_stat"`
+	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // tcpObjects contains all objects after they have been loaded into the kernel.
@@ -253,6 +273,7 @@ func (o *tcpObjects) Close() error {
 // It can be passed to loadTcpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcpMaps struct {
 	Events    *ebpf.Map `ebpf:"events"`
+	GoPids    *ebpf.Map `ebpf:"go_pids"`
 	OwnerSeen *ebpf.Map `ebpf:"owner_seen"`
 	Socks     *ebpf.Map `ebpf:"socks"`
 	Stats     *ebpf.Map `ebpf:"stats"`
@@ -261,6 +282,7 @@ type tcpMaps struct {
 func (m *tcpMaps) Close() error {
 	return _TcpClose(
 		m.Events,
+		m.GoPids,
 		m.OwnerSeen,
 		m.Socks,
 		m.Stats,
@@ -271,16 +293,18 @@ func (m *tcpMaps) Close() error {
 //
 // It can be passed to loadTcpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcpVariables struct {
-	EmitLifecycle     *ebpf.Variable `ebpf:"emit_lifecycle"`
-	HasRetransmitErr  *ebpf.Variable `ebpf:"has_retransmit_err"`
-	RateBurst         *ebpf.Variable `ebpf:"rate_burst"`
-	RateWindowNs      *ebpf.Variable `ebpf:"rate_window_ns"`
-	TargetTgid        *ebpf.Variable `ebpf:"target_tgid"`
-	TcpWriteTimerAddr *ebpf.Variable `ebpf:"tcp_write_timer_addr"`
-	UnusedEvent       *ebpf.Variable `ebpf:"unused_event"`
-	UnusedKind        *ebpf.Variable `ebpf:"unused_kind"`
-	UnusedStat        *ebpf.Variable `ebpf:"unused_stat"`
-	WakeupBytes       *ebpf.Variable `ebpf:"wakeup_bytes"`
+	ActivityIntervalNs *ebpf.Variable `ebpf:"activity_interval_ns"`
+	EmitLifecycle      *ebpf.Variable `ebpf:"emit_lifecycle"`
+	HasRetransmitErr   *ebpf.Variable `ebpf:"has_retransmit_err"`
+	RateBurst          *ebpf.Variable `ebpf:"rate_burst"`
+	RateWindowNs       *ebpf.Variable `ebpf:"rate_window_ns"`
+	TargetTgid         *ebpf.Variable `ebpf:"target_tgid"`
+	TcpWriteTimerAddr  *ebpf.Variable `ebpf:"tcp_write_timer_addr"`
+	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
+	UnusedGoPid        *ebpf.Variable `ebpf:"unused_go_pid"`
+	UnusedKind         *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedStat         *ebpf.Variable `ebpf:"unused_stat"`
+	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // tcpPrograms contains all programs after they have been loaded into the kernel.

@@ -32,6 +32,7 @@ const (
 	TCPConnect          TCPKind = 13 // lifecycle: connect started
 	TCPEstablished      TCPKind = 14 // lifecycle: handshake completed
 	TCPClose            TCPKind = 15 // lifecycle: connection closed
+	TCPActivity         TCPKind = 16 // the owner sent or received (coarse: at most once per interval per socket, and when another goroutine takes over)
 )
 
 var tcpKindNames = [...]string{
@@ -50,6 +51,7 @@ var tcpKindNames = [...]string{
 	TCPConnect:          "connect",
 	TCPEstablished:      "established",
 	TCPClose:            "close",
+	TCPActivity:         "activity",
 }
 
 // String returns the kind's stable name, as used in JSON and metrics.
@@ -151,6 +153,10 @@ type TCP struct {
 	SndWnd       uint32 // peer's advertised window, bytes
 
 	Suppressed uint32 // earlier events of this socket dropped by the kernel rate limit
+
+	// Activity events only.
+	Goid uint64 // the goroutine doing the I/O, for traced Go processes (0: unknown)
+	Sent bool   // true for a send, false for a receive
 }
 
 // ErrnoName returns the symbolic name of the event's errno ("ETIMEDOUT"),

@@ -3,7 +3,7 @@ package event
 import "testing"
 
 func TestKindNamesRoundTrip(t *testing.T) {
-	for k := TCPRTO; k <= TCPClose; k++ {
+	for k := TCPRTO; k <= TCPActivity; k++ {
 		if !k.Valid() {
 			t.Fatalf("kind %d has no name", k)
 		}

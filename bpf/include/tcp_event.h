@@ -20,7 +20,13 @@ enum tt_tcp_kind {
 	TT_KIND_CONNECT = 13,          /* lifecycle: CLOSE -> SYN_SENT */
 	TT_KIND_ESTABLISHED = 14,      /* lifecycle: handshake done (client or server side) */
 	TT_KIND_CLOSE = 15,            /* lifecycle: -> CLOSE from a connected state */
+	TT_KIND_ACTIVITY = 16,         /* the owner sent or received (at most once per interval per socket,
+	                                  and whenever another goroutine does the I/O) */
 };
+
+/* Direction of an activity event. */
+#define TT_DIR_SEND 1
+#define TT_DIR_RECV 2
 
 /* Indexes of the per-CPU counters in the stats map. */
 enum tt_stat {
@@ -62,6 +68,10 @@ struct tt_tcp_event {
 	__u32 total_retrans;
 	__u32 snd_wnd;
 	__u32 suppressed;   /* events of this socket dropped by the rate limit since the last one emitted */
+	__u32 _pad1;
+	__u64 goid;         /* activity: the Go goroutine doing the I/O (0: unknown, not Go, or runtime g0) */
+	__u8 dir;           /* activity: TT_DIR_SEND or TT_DIR_RECV */
+	__u8 _pad2[7];
 };
 
 #endif

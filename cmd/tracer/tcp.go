@@ -21,6 +21,7 @@ type tcpFlags struct {
 	duration  time.Duration
 	output    string
 	lifecycle bool
+	activity  time.Duration
 }
 
 func newTCPCommand(g *globalFlags) *cobra.Command {
@@ -51,6 +52,7 @@ started is attributed on its next send or receive.`,
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	fl.BoolVar(&f.lifecycle, "lifecycle", false, "also show connect, established and close")
+	fl.DurationVar(&f.activity, "activity", 0, "also show send/receive activity, at most once per this interval per socket (e.g. 1s; 0: off)")
 	return cmd
 }
 
@@ -82,7 +84,7 @@ func runTCP(cmd *cobra.Command, g *globalFlags, f *tcpFlags) error {
 		}
 	}
 
-	c, err := collector.StartTCP(collector.Config{PID: uint32(f.pid), Lifecycle: f.lifecycle, Logger: log})
+	c, err := collector.StartTCP(collector.Config{PID: uint32(f.pid), Lifecycle: f.lifecycle, ActivityInterval: f.activity, Logger: log})
 	if err != nil {
 		return err
 	}
