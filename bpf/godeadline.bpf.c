@@ -88,6 +88,27 @@ struct {
 	__type(value, struct creation);
 } deadlines SEC(".maps");
 
+struct span_ids {
+	__u8 trace_id[16];
+	__u8 span_id[8];
+	__u8 flags;
+	__u8 _pad[7];
+};
+
+/*
+ * The first span started below each live deadline: {pid, *timerCtx} ->
+ * its IDs. For code that opens its span only inside the call made under
+ * the deadline (an instrumented transport): the span is a descendant of the
+ * deadline's context, not an ancestor. LRU: deadlines that are met are
+ * never consumed.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pid_ptr);
+	__type(value, struct span_ids);
+} child_spans SEC(".maps");
+
 /* Context implementations by {pid, itab address}: how to reach the parent. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -145,6 +166,21 @@ static __always_inline __u64 goid_of(__u64 g, const struct tt_go_offsets *off)
 	return g ? read_u64(g + off->g_goid) : 0;
 }
 
+/* read_span copies the IDs of the span a valueCtx holds, if it holds one. */
+static __always_inline bool read_span(__u64 data, __u32 tgid, const struct tt_go_offsets *off,
+				      struct span_ids *ids)
+{
+	struct pid_ptr tkey = {.pid = tgid, .ptr = read_u64(data + off->valuectx_val)};
+	const struct tt_go_span_type *st = bpf_map_lookup_elem(&go_span_types, &tkey);
+	if (!st)
+		return false;
+	__u64 sc = read_u64(data + off->valuectx_val + 8) + st->sc_off;
+	bpf_probe_read_user(ids->trace_id, sizeof(ids->trace_id), (const void *)(sc + off->sc_trace_id));
+	bpf_probe_read_user(ids->span_id, sizeof(ids->span_id), (const void *)(sc + off->sc_span_id));
+	bpf_probe_read_user(&ids->flags, 1, (const void *)(sc + off->sc_flags));
+	return true;
+}
+
 #define TT_GO_CHAIN 24
 
 /*
@@ -180,13 +216,11 @@ static __always_inline void find_span(struct tt_go_event *e, __u64 c, __u32 tgid
 		}
 		e->trace_depth = i + 1;
 		if (it->is_value) {
-			struct pid_ptr tkey = {.pid = tgid, .ptr = read_u64(data + off->valuectx_val)};
-			const struct tt_go_span_type *st = bpf_map_lookup_elem(&go_span_types, &tkey);
-			if (st) {
-				__u64 sc = read_u64(data + off->valuectx_val + 8) + st->sc_off;
-				bpf_probe_read_user(e->trace_id, sizeof(e->trace_id), (const void *)(sc + off->sc_trace_id));
-				bpf_probe_read_user(e->span_id, sizeof(e->span_id), (const void *)(sc + off->sc_span_id));
-				bpf_probe_read_user(&e->trace_flags, 1, (const void *)(sc + off->sc_flags));
+			struct span_ids ids = {};
+			if (read_span(data, tgid, off, &ids)) {
+				__builtin_memcpy(e->trace_id, ids.trace_id, sizeof(e->trace_id));
+				__builtin_memcpy(e->span_id, ids.span_id, sizeof(e->span_id));
+				e->trace_flags = ids.flags;
 				e->trace_status = TT_TRACE_FOUND;
 				return;
 			}
@@ -195,6 +229,47 @@ static __always_inline void find_span(struct tt_go_event *e, __u64 c, __u32 tgid
 		tab = read_u64(next);
 		data = read_u64(next + 8);
 	}
+}
+
+/*
+ * At each return of the OpenTelemetry SDK's (*tracer).Start: the returned
+ * context is a valueCtx holding the new span. Walk up from it to the
+ * nearest deadline and remember the span as that deadline's first child.
+ */
+SEC("uprobe")
+int go_span_start_ret(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_SPAN_START);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!off || !off->has_otel)
+		return 0;
+	__u64 tab = GO_ARG1(ctx), data = GO_ARG2(ctx);
+	struct pid_ptr key = {.pid = tgid, .ptr = tab};
+	const struct tt_go_ctx_itab *it = bpf_map_lookup_elem(&go_ctx_itabs, &key);
+	if (!it || !it->is_value)
+		return 0;
+	struct span_ids ids = {};
+	if (!read_span(data, tgid, off, &ids))
+		return 0;
+	__u64 next = data + it->parent_off;
+	for (int i = 0; i < TT_GO_CHAIN; i++) {
+		tab = read_u64(next);
+		data = read_u64(next + 8);
+		if (!tab || !data)
+			return 0;
+		key.ptr = tab;
+		it = bpf_map_lookup_elem(&go_ctx_itabs, &key);
+		if (!it || it->parent_off == TT_GO_ROOT_CTX)
+			return 0;
+		if (it->is_timer) {
+			struct pid_ptr dkey = {.pid = tgid, .ptr = data};
+			bpf_map_update_elem(&child_spans, &dkey, &ids, BPF_NOEXIST);
+			return 0;
+		}
+		next = data + it->parent_off;
+	}
+	return 0;
 }
 
 static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
@@ -252,6 +327,16 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 			bpf_map_delete_elem(&deadlines, &key);
 	}
 	find_span(e, c, tgid, off);
+	struct span_ids *child = bpf_map_lookup_elem(&child_spans, &key);
+	if (child) {
+		if (e->trace_status != TT_TRACE_FOUND) {
+			__builtin_memcpy(e->trace_id, child->trace_id, sizeof(e->trace_id));
+			__builtin_memcpy(e->span_id, child->span_id, sizeof(e->span_id));
+			e->trace_flags = child->flags;
+			e->trace_status = TT_TRACE_CHILD_SPAN;
+		}
+		bpf_map_delete_elem(&child_spans, &key);
+	}
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

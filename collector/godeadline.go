@@ -63,7 +63,10 @@ type GoProbes struct {
 	entry     uint64
 	returns   []uint64
 	httpSites []site // inbound traceparent of net/http servers; none without net/http
+	spanSites []site // spans started below a deadline; none without the OTel SDK
+	otel      *gobin.OTelLayout
 
+	otelErr      error // why there is no OpenTelemetry walk
 	mu           sync.Mutex
 	detail       []link.Link
 	swept        uint64
@@ -126,6 +129,9 @@ func StartGo(cfg GoConfig) (_ *GoProbes, err error) {
 	if err := p.coll.Maps["go_procs"].Put(uint32(cfg.PID), offs); err != nil {
 		return nil, fmt.Errorf("register process %d: %w", cfg.PID, err)
 	}
+	if err := p.registerOTel(); err != nil {
+		return nil, err
+	}
 	if p.exe, err = link.OpenExecutable(bin.AttachPath); err != nil {
 		return nil, fmt.Errorf("open executable %s: %w", bin.AttachPath, err)
 	}
@@ -184,6 +190,7 @@ func (p *GoProbes) resolve() ([]site, godeadlineTtGoOffsets, error) {
 		return nil, offs, fmt.Errorf("find the returns of %s: %v", ds.Constructor.Name, err)
 	}
 	p.httpSites = p.resolveHTTP()
+	p.resolveOTel(&offs)
 	for _, f := range []struct {
 		typ, path string
 		dst       *uint32
@@ -248,7 +255,7 @@ func (p *GoProbes) SetDetail(on bool) error {
 			return err
 		}
 	}
-	for _, s := range p.httpSites {
+	for _, s := range append(append([]site(nil), p.httpSites...), p.spanSites...) {
 		if err := attach(s.prog, s.addr); err != nil {
 			return err
 		}
@@ -331,6 +338,9 @@ func (p *GoProbes) decode(raw []byte, out *event.Deadline) error {
 		Children: r.Children,
 	}
 	setTrace(&r, out)
+	if r.TraceStatus == uint8(godeadlineTtGoTraceStatusTT_TRACE_NONE) && out.TraceID == "" && p.otelErr != nil {
+		out.TraceNote = "no OpenTelemetry span walk in this binary: " + p.otelErr.Error()
+	}
 	if r.CreatedNs != 0 {
 		out.Detail = true
 		out.CreatedMono = r.CreatedNs
@@ -455,9 +465,12 @@ func creator(pcs []uint64, frames []string) (uint64, string) {
 // inbound traceparent, and never from anything less certain.
 func setTrace(r *godeadlineTtGoEvent, out *event.Deadline) {
 	switch r.TraceStatus {
-	case uint8(godeadlineTtGoTraceStatusTT_TRACE_FOUND):
+	case uint8(godeadlineTtGoTraceStatusTT_TRACE_FOUND), uint8(godeadlineTtGoTraceStatusTT_TRACE_CHILD_SPAN):
 		if tid, sid := hex.EncodeToString(r.TraceId[:]), hex.EncodeToString(r.SpanId[:]); !allZero(r.TraceId[:]) && !allZero(r.SpanId[:]) {
 			out.TraceID, out.SpanID, out.TraceSource = tid, sid, "otel_context"
+			if r.TraceStatus == uint8(godeadlineTtGoTraceStatusTT_TRACE_CHILD_SPAN) {
+				out.TraceSource = "child_span"
+			}
 			out.TraceSampled = r.TraceFlags&1 != 0
 			return
 		}
@@ -526,3 +539,79 @@ func (p *GoProbes) resolveHTTP() []site {
 	}
 	return sites
 }
+
+// resolveOTel finds what the chain walk needs to read OpenTelemetry spans.
+// A binary without OpenTelemetry, or one whose layout cannot be known for
+// sure, gets no walk: empty trace IDs with the reason, never a guess.
+func (p *GoProbes) resolveOTel(offs *godeadlineTtGoOffsets) {
+	l, err := p.bin.OTelSpanLayout()
+	if err != nil {
+		p.otelErr = err
+		p.log.Info("no trace context from OpenTelemetry spans", "err", err)
+		return
+	}
+	parent, err := p.bin.FieldOffset("context.timerCtx", "cancelCtx.Context")
+	if err != nil {
+		p.otelErr = err
+		return
+	}
+	for _, ci := range l.ContextItabs {
+		if ci.Value {
+			offs.ValuectxVal = uint32(ci.ValOffset)
+		}
+	}
+	offs.TimerctxParent = uint32(parent)
+	offs.ScTraceId = uint32(l.SpanContext.TraceID)
+	offs.ScSpanId = uint32(l.SpanContext.SpanID)
+	offs.ScFlags = uint32(l.SpanContext.TraceFlags)
+	offs.HasOtel = 1
+	p.otel = l
+	if fn, err := p.bin.Func("go.opentelemetry.io/otel/sdk/trace.(*tracer).Start"); err == nil {
+		if rets, err := p.bin.Returns(fn); err == nil {
+			for _, a := range rets {
+				p.spanSites = append(p.spanSites, site{"go_span_start_ret", a})
+			}
+		}
+	}
+}
+
+// registerOTel gives the BPF programs the runtime addresses (link-time plus
+// the PIE load bias) of the context and span types of the layout.
+func (p *GoProbes) registerOTel() error {
+	if p.otel == nil {
+		return nil
+	}
+	pid := uint32(p.pid)
+	itabs := p.coll.Maps["go_ctx_itabs"]
+	for _, ci := range p.otel.ContextItabs {
+		v := godeadlineTtGoCtxItab{ParentOff: uint32(ci.ParentOffset)}
+		if ci.Value {
+			v.IsValue = 1
+		}
+		if ci.Type.Name == "*context.timerCtx" {
+			v.IsTimer = 1
+		}
+		if err := itabs.Put(godeadlinePidPtr{Pid: pid, Ptr: ci.Addr + p.bias}, v); err != nil {
+			return fmt.Errorf("register context type %s: %w", ci.Type.Name, err)
+		}
+	}
+	// Root contexts end the walk with "no span" rather than "unknown type".
+	if all, err := p.bin.Itabs(); err == nil {
+		for _, it := range all {
+			if it.Interface.Name == "context.Context" && it.Type.PkgPath == "context" &&
+				(it.Type.Name == "context.backgroundCtx" || it.Type.Name == "context.todoCtx" || it.Type.Name == "*context.emptyCtx") {
+				itabs.Put(godeadlinePidPtr{Pid: pid, Ptr: it.Addr + p.bias}, godeadlineTtGoCtxItab{ParentOff: rootCtx})
+			}
+		}
+	}
+	for _, st := range p.otel.SpanTypes {
+		if err := p.coll.Maps["go_span_types"].Put(godeadlinePidPtr{Pid: pid, Ptr: st.TypeAddr + p.bias},
+			godeadlineTtGoSpanType{ScOff: uint32(st.SpanContextOffset)}); err != nil {
+			return fmt.Errorf("register span type %s: %w", st.Type.Name, err)
+		}
+	}
+	return nil
+}
+
+// rootCtx is TT_GO_ROOT_CTX: the walk ends at this context.
+const rootCtx = 0xffffffff

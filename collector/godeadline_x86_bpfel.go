@@ -30,6 +30,14 @@ type godeadlinePidPtr struct {
 	Ptr uint64
 }
 
+type godeadlineSpanIds struct {
+	_       structs.HostLayout
+	TraceId [16]uint8
+	SpanId  [8]uint8
+	Flags   uint8
+	Pad     [7]uint8
+}
+
 type godeadlineTraceparent struct {
 	_ structs.HostLayout
 	S [56]uint8
@@ -38,7 +46,9 @@ type godeadlineTraceparent struct {
 type godeadlineTtGoCtxItab struct {
 	_         structs.HostLayout
 	ParentOff uint32
-	IsValue   uint32
+	IsValue   uint8
+	IsTimer   uint8
+	Pad       [2]uint8
 }
 
 type godeadlineTtGoEvent struct {
@@ -82,7 +92,8 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_DETAIL_FULL  godeadlineTtGoHit = 4
 	godeadlineTtGoHitTT_GO_HIT_HTTP_HEADER  godeadlineTtGoHit = 5
 	godeadlineTtGoHitTT_GO_HIT_HTTP_REQUEST godeadlineTtGoHit = 6
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 7
+	godeadlineTtGoHitTT_GO_HIT_SPAN_START   godeadlineTtGoHit = 7
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 8
 )
 
 type godeadlineTtGoOffsets struct {
@@ -114,12 +125,14 @@ const (
 	godeadlineTtGoTraceStatusTT_TRACE_UNKNOWN_CTX godeadlineTtGoTraceStatus = 3
 	godeadlineTtGoTraceStatusTT_TRACE_TOO_DEEP    godeadlineTtGoTraceStatus = 4
 	godeadlineTtGoTraceStatusTT_TRACE_INVALID     godeadlineTtGoTraceStatus = 5
+	godeadlineTtGoTraceStatusTT_TRACE_CHILD_SPAN  godeadlineTtGoTraceStatus = 6
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	godeadlineMapChildSpans           = "child_spans"
 	godeadlineMapCreating             = "creating"
 	godeadlineMapDeadlines            = "deadlines"
 	godeadlineMapGoCtxItabs           = "go_ctx_itabs"
@@ -133,6 +146,7 @@ const (
 	godeadlineProgGoExpiredAtCreation = "go_expired_at_creation"
 	godeadlineProgGoHttpHeader        = "go_http_header"
 	godeadlineProgGoHttpRequest       = "go_http_request"
+	godeadlineProgGoSpanStartRet      = "go_span_start_ret"
 	godeadlineProgGoTimerFired        = "go_timer_fired"
 	godeadlineVarUnusedCreation       = "unused_creation"
 	godeadlineVarUnusedGoCtxItab      = "unused_go_ctx_itab"
@@ -192,6 +206,7 @@ type godeadlineProgramSpecs struct {
 	GoExpiredAtCreation *ebpf.ProgramSpec `ebpf:"go_expired_at_creation"`
 	GoHttpHeader        *ebpf.ProgramSpec `ebpf:"go_http_header"`
 	GoHttpRequest       *ebpf.ProgramSpec `ebpf:"go_http_request"`
+	GoSpanStartRet      *ebpf.ProgramSpec `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.ProgramSpec `ebpf:"go_timer_fired"`
 }
 
@@ -199,6 +214,7 @@ type godeadlineProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineMapSpecs struct {
+	ChildSpans  *ebpf.MapSpec `ebpf:"child_spans"`
 	Creating    *ebpf.MapSpec `ebpf:"creating"`
 	Deadlines   *ebpf.MapSpec `ebpf:"deadlines"`
 	GoCtxItabs  *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
@@ -244,6 +260,7 @@ func (o *godeadlineObjects) Close() error {
 //
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlineMaps struct {
+	ChildSpans  *ebpf.Map `ebpf:"child_spans"`
 	Creating    *ebpf.Map `ebpf:"creating"`
 	Deadlines   *ebpf.Map `ebpf:"deadlines"`
 	GoCtxItabs  *ebpf.Map `ebpf:"go_ctx_itabs"`
@@ -256,6 +273,7 @@ type godeadlineMaps struct {
 
 func (m *godeadlineMaps) Close() error {
 	return _GodeadlineClose(
+		m.ChildSpans,
 		m.Creating,
 		m.Deadlines,
 		m.GoCtxItabs,
@@ -291,6 +309,7 @@ type godeadlinePrograms struct {
 	GoExpiredAtCreation *ebpf.Program `ebpf:"go_expired_at_creation"`
 	GoHttpHeader        *ebpf.Program `ebpf:"go_http_header"`
 	GoHttpRequest       *ebpf.Program `ebpf:"go_http_request"`
+	GoSpanStartRet      *ebpf.Program `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.Program `ebpf:"go_timer_fired"`
 }
 
@@ -301,6 +320,7 @@ func (p *godeadlinePrograms) Close() error {
 		p.GoExpiredAtCreation,
 		p.GoHttpHeader,
 		p.GoHttpRequest,
+		p.GoSpanStartRet,
 		p.GoTimerFired,
 	)
 }

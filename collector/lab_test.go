@@ -2,7 +2,6 @@ package collector
 
 import (
 	"bufio"
-	"runtime"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"

@@ -4,7 +4,8 @@
 // their file offsets for uprobe attachment, disassembles functions to find
 // RETs, call sites and the end of the stack-check prologue, locates the
 // context deadline probe points, resolves struct field offsets (DWARF, else a
-// generated per-Go-version table) and symbolizes PCs.
+// generated per-Go-version table) and symbolizes PCs into logical frames,
+// expanding inlined calls.
 //
 // gobin only reads files. It must not need root, load or attach BPF programs,
 // import cilium/ebpf, or read the memory of a running process: everything it

@@ -103,8 +103,67 @@ func FuzzOpenPatched(f *testing.F) {
 			b.Returns(fn)
 			b.AfterPrologue(fn)
 			b.Symbolize(fn.Entry + 1)
+			b.SymbolizeFrames(fn.Entry + 1)
 		}
 		b.DeadlineSites()
 		b.FieldOffset("runtime.g", "goid")
+	})
+}
+
+// FuzzFrames overwrites bytes of the structures the inline walk trusts (the
+// pclntab's function table, function records and PC-value tables,
+// moduledata, the inline trees under go:func.*) of a real binary, then
+// expands a PC anywhere in its text: Frames and the Symbolize functions must
+// return, never panic, and never give more frames than the walk allows.
+func FuzzFrames(f *testing.F) {
+	seed := fuzzSeed(f, "amd64")
+	b, err := newBinary("seed", bytes.NewReader(seed), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	p, err := b.lineTable()
+	if err != nil || p.funcs == nil {
+		f.Fatalf("seed has no function records: %v %v", err, p.funcsErr)
+	}
+	type span struct{ start, n uint64 }
+	var spans []span
+	addSpan := func(addr, n uint64) {
+		if off, err := b.FileOffset(addr); err == nil && n > 0 && off < uint64(len(seed)) {
+			spans = append(spans, span{off, min(n, uint64(len(seed))-off)})
+		}
+	}
+	ft := p.funcs
+	addSpan(p.addr, uint64(len(ft.data)))                       // the whole pclntab
+	addSpan(p.addr+ft.functab, uint64(len(ft.data))-ft.functab) // function table and records
+	addSpan(p.addr+ft.pctab, ft.functab-ft.pctab)               // PC-value tables
+	addSpan(ft.gofunc, 1<<16)                                   // inline trees and other FUNCDATA
+	if s := b.elf.Section(".go.module"); s != nil {
+		spans = append(spans, span{s.Offset, s.Size})
+	}
+	text := b.elf.Section(".text")
+	// Seeds: PCs inside context.WithTimeout, which has WithDeadline inlined.
+	if fn, err := b.Func("context.WithTimeout"); err == nil {
+		for d := uint64(0); d < fn.End-fn.Entry; d += 7 {
+			f.Add(uint8(d), uint32(d), []byte{}, uint32(fn.Entry-text.Addr+d))
+		}
+	}
+	f.Add(uint8(1), uint32(4), []byte{0xff, 0xff, 0xff, 0xff}, uint32(0x1000))
+	f.Add(uint8(3), uint32(0), []byte{0x7f, 0xff}, uint32(0x20000))
+	f.Fuzz(func(t *testing.T, which uint8, off uint32, patch []byte, pcOff uint32) {
+		s := spans[int(which)%len(spans)]
+		data := bytes.Clone(seed)
+		copy(data[s.start+uint64(off)%s.n:], patch)
+		b, err := newBinary("fuzz", bytes.NewReader(data), nil)
+		if err != nil {
+			return
+		}
+		pc := text.Addr + uint64(pcOff)%text.Size
+		if frames := b.Frames(pc); len(frames) > maxInlineDepth+1 {
+			t.Fatalf("Frames(%#x) gave %d frames", pc, len(frames))
+		}
+		if len(b.SymbolizeFrames(pc)) == 0 {
+			t.Fatalf("SymbolizeFrames(%#x) is empty", pc)
+		}
+		b.Symbolize(pc)
 	})
 }

@@ -32,6 +32,10 @@ func ProbeFields() []FieldRef {
 		{"context.valueCtx", "Context"},
 		{"context.valueCtx", "key"},
 		{"context.valueCtx", "val"},
+		// Parents the trace-context walk follows (types added in Go 1.21).
+		{"context.withoutCancelCtx", "c"},
+		{"context.afterFuncCtx", "cancelCtx.Context"},
+		{"context.stopCtx", "Context"},
 		{"time.Time", "wall"},
 		{"time.Time", "ext"},
 		{"time.Time", "loc"},

@@ -34,6 +34,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.21", "amd64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.21", "amd64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.21", "amd64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.21", "amd64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.21", "amd64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.21", "amd64", "time.Time", "ext"}:
@@ -66,6 +72,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.21", "arm64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.21", "arm64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.21", "arm64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.21", "arm64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.21", "arm64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.21", "arm64", "time.Time", "ext"}:
@@ -98,6 +110,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.22", "amd64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.22", "amd64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.22", "amd64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.22", "amd64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.22", "amd64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.22", "amd64", "time.Time", "ext"}:
@@ -130,6 +148,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.22", "arm64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.22", "arm64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.22", "arm64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.22", "arm64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.22", "arm64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.22", "arm64", "time.Time", "ext"}:
@@ -162,6 +186,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.23", "amd64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.23", "amd64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.23", "amd64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.23", "amd64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.23", "amd64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.23", "amd64", "time.Time", "ext"}:
@@ -194,6 +224,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.23", "arm64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.23", "arm64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.23", "arm64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.23", "arm64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.23", "arm64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.23", "arm64", "time.Time", "ext"}:
@@ -226,6 +262,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.24", "amd64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.24", "amd64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.24", "amd64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.24", "amd64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.24", "amd64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.24", "amd64", "time.Time", "ext"}:
@@ -258,6 +300,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.24", "arm64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.24", "arm64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.24", "arm64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.24", "arm64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.24", "arm64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.24", "arm64", "time.Time", "ext"}:
@@ -290,6 +338,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.25", "amd64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.25", "amd64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.25", "amd64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.25", "amd64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.25", "amd64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.25", "amd64", "time.Time", "ext"}:
@@ -322,6 +376,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.25", "arm64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.25", "arm64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.25", "arm64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.25", "arm64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.25", "arm64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.25", "arm64", "time.Time", "ext"}:
@@ -354,6 +414,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.26", "amd64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.26", "amd64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.26", "amd64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.26", "amd64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.26", "amd64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.26", "amd64", "time.Time", "ext"}:
@@ -386,6 +452,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.26", "arm64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.26", "arm64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.26", "arm64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.26", "arm64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.26", "arm64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.26", "arm64", "time.Time", "ext"}:
@@ -418,6 +490,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.27", "amd64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.27", "amd64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.27", "amd64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.27", "amd64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.27", "amd64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.27", "amd64", "time.Time", "ext"}:
@@ -450,6 +528,12 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 16, true
 	case offsetKey{"1.27", "arm64", "context.valueCtx", "val"}:
 		return 32, true
+	case offsetKey{"1.27", "arm64", "context.withoutCancelCtx", "c"}:
+		return 0, true
+	case offsetKey{"1.27", "arm64", "context.afterFuncCtx", "cancelCtx.Context"}:
+		return 0, true
+	case offsetKey{"1.27", "arm64", "context.stopCtx", "Context"}:
+		return 0, true
 	case offsetKey{"1.27", "arm64", "time.Time", "wall"}:
 		return 0, true
 	case offsetKey{"1.27", "arm64", "time.Time", "ext"}:

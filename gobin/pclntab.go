@@ -31,6 +31,10 @@ type pcln struct {
 	addr       uint64 // virtual address of the pclntab
 	textStart  uint64 // address the function entry offsets are relative to
 	textSource string // where textStart came from, for diagnostics
+	// funcs reads the function records gosym does not expose, for inline
+	// trees; nil, with funcsErr saying why, when they cannot be read.
+	funcs    *funcTab
+	funcsErr error
 }
 
 // lineTable parses the pclntab once.
@@ -50,14 +54,18 @@ func (b *Binary) loadPcln() (p *pcln, err error) {
 	if len(data) < hdrLen {
 		return nil, corruptf("pclntab is %d bytes", len(data))
 	}
-	switch magic := b.order.Uint32(data); magic {
+	var md moduledata
+	magic := b.order.Uint32(data)
+	switch magic {
 	case pclnMagic116:
 		p.textSource = "absolute entries (Go 1.16 format)"
+		p.funcsErr = fmt.Errorf("inline trees of the Go 1.16 pclntab format: %w", ErrNotFound)
 	case pclnMagic118, pclnMagic120:
 		if data[7] != byte(b.ptr) {
 			return nil, corruptf("pclntab pointer size %d", data[7])
 		}
-		p.textStart, p.textSource, err = b.textStart(p.addr, data[:hdrLen])
+		md = b.moduledata(p.addr, data[:hdrLen])
+		p.textStart, p.textSource, err = b.textStart(md, data[:hdrLen])
 		if err != nil {
 			return nil, err
 		}
@@ -66,6 +74,9 @@ func (b *Binary) loadPcln() (p *pcln, err error) {
 	}
 	if err := b.checkPclnHeader(data); err != nil {
 		return nil, err
+	}
+	if p.funcsErr == nil {
+		p.funcs, p.funcsErr = b.loadFuncTab(data, magic, p.textStart, md)
 	}
 	p.table, err = gosym.NewTable(nil, gosym.NewLineTable(data, p.textStart))
 	if err != nil {
@@ -111,12 +122,12 @@ func (b *Binary) checkPclnHeader(data []byte) error {
 // (the field would need a relocation) and the runtime takes it from
 // runtime.firstmoduledata.text, so that is the source of truth here too. The
 // header and the runtime.text symbol are fallbacks for odd binaries.
-func (b *Binary) textStart(pclnAddr uint64, hdr []byte) (uint64, string, error) {
-	md, how, err := b.moduledata(pclnAddr, hdr)
+func (b *Binary) textStart(md moduledata, hdr []byte) (uint64, string, error) {
+	err := md.err
 	if err == nil {
-		text, etext := md[mdText], md[mdEtext]
+		text, etext := md.words[mdText], md.words[mdEtext]
 		if text < etext && b.executable(text) {
-			return text, "moduledata (" + how + ")", nil
+			return text, "moduledata (" + md.how + ")", nil
 		}
 		err = corruptf("moduledata text range %#x–%#x is not executable", text, etext)
 	}
@@ -131,31 +142,52 @@ func (b *Binary) textStart(pclnAddr uint64, hdr []byte) (uint64, string, error) 
 	return 0, "", fmt.Errorf("find text start: %w", err)
 }
 
-// moduledata returns the first mdWords words of runtime.firstmoduledata.
-// It is found by its symbol, by the .go.module section (Go 1.26+), or by
-// scanning the data sections for a word that points at the pclntab and is
-// followed by a pointer to the function name table: that pair is the start
-// of moduledata (pcHeader, funcnametab).
-func (b *Binary) moduledata(pclnAddr uint64, hdr []byte) ([]uint64, string, error) {
+// moduledata is runtime.firstmoduledata as found in the file.
+type moduledata struct {
+	addr   uint64            // its address
+	words  []uint64          // its first mdWords words
+	how    string            // how it was found, for diagnostics
+	relocs map[uint64]uint64 // the file's relative relocations, to read further words
+	err    error             // why it was not found; the other fields are then zero
+}
+
+// mdWord reads word i of moduledata, which may lie past the first mdWords.
+func (b *Binary) mdWord(md moduledata, i int) (uint64, error) {
+	if md.err != nil {
+		return 0, md.err
+	}
+	w, err := b.readWords(md.addr+uint64(i*b.ptr), 1, md.relocs)
+	if err != nil {
+		return 0, err
+	}
+	return w[0], nil
+}
+
+// moduledata finds runtime.firstmoduledata by its symbol, by the
+// .go.module section (Go 1.26+), or by scanning the data sections for a
+// word that points at the pclntab and is followed by a pointer to the
+// function name table: that pair is the start of moduledata (pcHeader,
+// funcnametab).
+func (b *Binary) moduledata(pclnAddr uint64, hdr []byte) moduledata {
 	relocs := b.relativeRelocs()
 	funcnames := pclnAddr + b.uintptr(hdr[8+3*b.ptr:])
-	check := func(addr uint64) []uint64 {
+	found := func(addr uint64, how string) (moduledata, bool) {
 		md, err := b.readWords(addr, mdWords, relocs)
 		if err != nil || md[mdPCHeader] != pclnAddr || md[mdFuncnametab] != funcnames {
-			return nil
+			return moduledata{}, false
 		}
-		return md
+		return moduledata{addr: addr, words: md, how: how, relocs: relocs}, true
 	}
 	if syms, err := b.symbols(); err == nil {
 		if s, ok := syms["runtime.firstmoduledata"]; ok {
-			if md := check(s.Value); md != nil {
-				return md, "symbol runtime.firstmoduledata", nil
+			if md, ok := found(s.Value, "symbol runtime.firstmoduledata"); ok {
+				return md
 			}
 		}
 	}
 	if s := b.elf.Section(".go.module"); s != nil {
-		if md := check(s.Addr); md != nil {
-			return md, "section .go.module", nil
+		if md, ok := found(s.Addr, "section .go.module"); ok {
+			return md
 		}
 	}
 	for _, name := range []string{".noptrdata", ".data", ".data.rel.ro", ".go.module"} {
@@ -165,8 +197,8 @@ func (b *Binary) moduledata(pclnAddr uint64, hdr []byte) ([]uint64, string, erro
 		}
 		for off := 0; off+b.ptr <= len(data); off += b.ptr {
 			if b.uintptr(data[off:]) == pclnAddr {
-				if md := check(s.Addr + uint64(off)); md != nil {
-					return md, "scan of " + name, nil
+				if md, ok := found(s.Addr+uint64(off), "scan of "+name); ok {
+					return md
 				}
 			}
 		}
@@ -175,12 +207,12 @@ func (b *Binary) moduledata(pclnAddr uint64, hdr []byte) ([]uint64, string, erro
 	// pointer only in a relocation.
 	for at, val := range relocs {
 		if val == pclnAddr {
-			if md := check(at); md != nil {
-				return md, "scan of relocations", nil
+			if md, ok := found(at, "scan of relocations"); ok {
+				return md
 			}
 		}
 	}
-	return nil, "", corruptf("no runtime.firstmoduledata pointing at the pclntab %#x", pclnAddr)
+	return moduledata{err: corruptf("no runtime.firstmoduledata pointing at the pclntab %#x", pclnAddr)}
 }
 
 // readWords reads n pointer-sized words at addr. A zero word that has an

@@ -48,6 +48,9 @@ func main() {
 	req, _ := http.NewRequestWithContext(inner, http.MethodGet, srv.URL, nil)
 	_, err := http.DefaultClient.Do(req)
 	fmt.Println(err)
+	// Parents the trace-context walk follows: withoutCancelCtx, afterFuncCtx.
+	stop := context.AfterFunc(context.WithoutCancel(outer), func() {})
+	stop()
 }
 `
 

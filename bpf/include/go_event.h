@@ -34,6 +34,7 @@ enum tt_go_trace_status {
 	TT_TRACE_UNKNOWN_CTX = 3,  /* a context type whose parent we cannot follow */
 	TT_TRACE_TOO_DEEP = 4,     /* gave up after TT_GO_CHAIN levels */
 	TT_TRACE_INVALID = 5,      /* a span was found but its IDs are zero */
+	TT_TRACE_CHILD_SPAN = 6,   /* no span above the deadline; the first span started below it */
 };
 
 /* parent_off of a root context (Background, TODO): the walk ends there. */
@@ -42,7 +43,9 @@ enum tt_go_trace_status {
 /* A context implementation the chain walk can step through. */
 struct tt_go_ctx_itab {
 	__u32 parent_off;          /* offset of its parent Context interface in the struct, or TT_GO_ROOT_CTX */
-	__u32 is_value;            /* a *context.valueCtx: check its value for a span */
+	__u8 is_value;             /* a *context.valueCtx: check its value for a span */
+	__u8 is_timer;             /* a *context.timerCtx: a deadline */
+	__u8 _pad[2];
 };
 
 /* A span implementation that may sit in a valueCtx: where its SpanContext is. */
@@ -60,7 +63,8 @@ enum tt_go_hit {
 	TT_GO_HIT_DETAIL_FULL = 4, /* creations not recorded: detail table full */
 	TT_GO_HIT_HTTP_HEADER = 5, /* detail: net/http header keys parsed */
 	TT_GO_HIT_HTTP_REQUEST = 6,/* detail: net/http requests read */
-	TT_GO_HIT_MAX = 7,
+	TT_GO_HIT_SPAN_START = 7,  /* detail: OpenTelemetry spans started */
+	TT_GO_HIT_MAX = 8,
 };
 
 struct tt_go_event {

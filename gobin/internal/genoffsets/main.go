@@ -46,6 +46,9 @@ func main() {
 	defer cancel()
 	ctx, cancel2 := context.WithCancel(context.WithValue(ctx, key{}, "v"))
 	defer cancel2()
+	// withoutCancelCtx and afterFuncCtx; propagateCancel links stopCtx.
+	stop := context.AfterFunc(context.WithoutCancel(ctx), func() {})
+	defer stop()
 	d, _ := ctx.Deadline()
 	fmt.Println(ctx.Value(key{}), d, time.Now())
 }

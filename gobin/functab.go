@@ -1,0 +1,285 @@
+package gobin
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// funcTab reads what debug/gosym does not expose of a Go 1.18+ pclntab: the
+// runtime._func records with their PCDATA tables and FUNCDATA offsets, which
+// carry the inline trees. It mirrors runtime/symtab.go (findfunc, pcvalue,
+// pcdatavalue, funcdata, funcline1) and, unlike the runtime, bounds-checks
+// every read, so a corrupt table yields an error or -1, never a panic.
+type funcTab struct {
+	b      *Binary
+	layout inlineLayout
+	data   []byte // the whole pclntab
+
+	// Offsets into data of the tables the header points at. Their lengths
+	// are not recorded; reads are bounded by the end of data, as in gosym.
+	funcnametab, cutab, filetab, pctab, functab uint64
+	nfunc                                       uint64
+
+	textStart uint64 // address entry offsets are relative to (moduledata.text)
+	gofunc    uint64 // address FUNCDATA offsets are relative to (moduledata.gofunc)
+	quantum   uint64 // PC-value tables count PC deltas in these units
+}
+
+// funcRecord is the part of one runtime._func that symbolization needs.
+type funcRecord struct {
+	at        uint64 // offset of the record in the pclntab
+	entry     uint64 // address of the function's first instruction
+	nameOff   int32  // into funcnametab
+	pcfile    uint32 // PC-value table of file numbers
+	pcln      uint32 // PC-value table of lines
+	npcdata   uint32
+	cuOffset  uint32 // the function's compilation unit in cutab
+	nfuncdata uint8
+}
+
+// newFuncTab checks the header offsets of a Go 1.18+ pclntab and that its
+// function table fits in it.
+func (b *Binary) newFuncTab(data []byte, layout inlineLayout, textStart, gofunc uint64) (*funcTab, error) {
+	word := func(i int) uint64 { return b.uintptr(data[8+i*b.ptr:]) }
+	t := &funcTab{
+		b: b, layout: layout, data: data,
+		nfunc:       word(0),
+		funcnametab: word(3), cutab: word(4), filetab: word(5), pctab: word(6), functab: word(7),
+		textStart: textStart, gofunc: gofunc, quantum: uint64(data[6]),
+	}
+	if t.quantum == 0 {
+		return nil, corruptf("pclntab instruction size quantum is 0")
+	}
+	size := uint64(len(data))
+	if t.functab > size || t.nfunc >= (size-t.functab)/8 {
+		return nil, corruptf("pclntab function table of %d entries at %#x overruns %d bytes", t.nfunc, t.functab, size)
+	}
+	return t, nil
+}
+
+// u32 reads a uint32 at off in the pclntab.
+func (t *funcTab) u32(off uint64) (uint32, bool) {
+	if off > uint64(len(t.data)) || uint64(len(t.data))-off < 4 {
+		return 0, false
+	}
+	return t.b.order.Uint32(t.data[off:]), true
+}
+
+// cstring reads the NUL-terminated string at off in the pclntab.
+func (t *funcTab) cstring(off uint64) (string, bool) {
+	if off >= uint64(len(t.data)) {
+		return "", false
+	}
+	n := bytes.IndexByte(t.data[off:], 0)
+	if n < 0 {
+		return "", false
+	}
+	return string(t.data[off : off+uint64(n)]), true
+}
+
+// entryOff returns the text offset of function table entry i; entry nfunc
+// is the end of the last function.
+func (t *funcTab) entryOff(i uint64) uint32 {
+	v, _ := t.u32(t.functab + 8*i) // in range: checked by newFuncTab
+	return v
+}
+
+// find returns the record of the function holding pc, like
+// runtime.findfunc but by binary search instead of findfunctab buckets.
+func (t *funcTab) find(pc uint64) (funcRecord, error) {
+	if pc < t.textStart || pc-t.textStart >= 1<<32 {
+		return funcRecord{}, fmt.Errorf("find function of %#x: %w", pc, ErrNotFound)
+	}
+	off := uint32(pc - t.textStart)
+	if t.nfunc == 0 || off < t.entryOff(0) || off >= t.entryOff(t.nfunc) {
+		return funcRecord{}, fmt.Errorf("find function of %#x: %w", pc, ErrNotFound)
+	}
+	n := sort.Search(int(t.nfunc), func(i int) bool { return t.entryOff(uint64(i)) > off })
+	if n == 0 {
+		return funcRecord{}, corruptf("function table is not sorted at %#x", pc)
+	}
+	i := uint64(n - 1)
+	funcoff, _ := t.u32(t.functab + 8*i + 4)
+	at := t.functab + uint64(funcoff)
+	size := uint64(t.layout.funcSize)
+	if at > uint64(len(t.data)) || uint64(len(t.data))-at < size {
+		return funcRecord{}, corruptf("function record %d at %#x overruns the pclntab", i, at)
+	}
+	d := t.data[at:]
+	f := funcRecord{
+		at:        at,
+		entry:     t.textStart + uint64(t.b.order.Uint32(d)),
+		nameOff:   int32(t.b.order.Uint32(d[4:])),
+		pcfile:    t.b.order.Uint32(d[20:]),
+		pcln:      t.b.order.Uint32(d[24:]),
+		npcdata:   t.b.order.Uint32(d[28:]),
+		cuOffset:  t.b.order.Uint32(d[32:]),
+		nfuncdata: d[size-1],
+	}
+	if f.entry != t.textStart+uint64(t.entryOff(i)) {
+		return funcRecord{}, corruptf("function record %d has entry %#x, the function table says %#x", i, f.entry, t.textStart+uint64(t.entryOff(i)))
+	}
+	return f, nil
+}
+
+// pcvalue decodes the PC-value table at off in pctab for target, as
+// runtime.pcvalue does: pairs of zigzag value delta and PC delta (in
+// quanta), starting at the entry with value -1. It returns -1 when there is
+// no table, the target is not covered or the table is malformed.
+func (t *funcTab) pcvalue(f funcRecord, off uint32, target uint64) int32 {
+	if off == 0 {
+		return -1
+	}
+	p := t.pctab + uint64(off)
+	pc, val := f.entry, int32(-1)
+	for {
+		first := pc == f.entry
+		uv, ok := t.varint(&p)
+		if !ok || uv == 0 && !first {
+			return -1
+		}
+		val += int32(-(uv & 1) ^ (uv >> 1))
+		pcDelta, ok := t.varint(&p)
+		if !ok {
+			return -1
+		}
+		pc += uint64(pcDelta) * t.quantum
+		if target < pc {
+			return val
+		}
+	}
+}
+
+// varint reads an unsigned LEB128 value of at most 32 bits at *p.
+func (t *funcTab) varint(p *uint64) (uint32, bool) {
+	var v uint32
+	for shift := uint(0); shift < 35; shift += 7 {
+		if *p >= uint64(len(t.data)) {
+			return 0, false
+		}
+		c := t.data[*p]
+		*p++
+		v |= uint32(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// pcdata returns the value of PCDATA table i at pc, or -1.
+func (t *funcTab) pcdata(f funcRecord, i uint32, pc uint64) int32 {
+	if i >= f.npcdata {
+		return -1
+	}
+	off, ok := t.u32(f.at + uint64(t.layout.funcSize) + 4*uint64(i))
+	if !ok {
+		return -1
+	}
+	return t.pcvalue(f, off, pc)
+}
+
+// funcdata returns the address of FUNCDATA i of f, which the linker stores
+// as an offset from moduledata.gofunc.
+func (t *funcTab) funcdata(f funcRecord, i uint8) (uint64, bool) {
+	if i >= f.nfuncdata {
+		return 0, false
+	}
+	off, ok := t.u32(f.at + uint64(t.layout.funcSize) + 4*uint64(f.npcdata) + 4*uint64(i))
+	if !ok || off == ^uint32(0) {
+		return 0, false
+	}
+	return t.gofunc + uint64(off), true
+}
+
+// funcName returns the name at nameOff in funcnametab, in the form
+// runtime.Frame.Function gives it.
+func (t *funcTab) funcName(nameOff int32) string {
+	if nameOff == 0 {
+		return ""
+	}
+	if nameOff < 0 {
+		return "?"
+	}
+	name, ok := t.cstring(t.funcnametab + uint64(nameOff))
+	if !ok {
+		return "?"
+	}
+	if t.layout.printNames {
+		name = nameForPrint(name)
+	}
+	return name
+}
+
+// line returns the file and line of pc in f, "?" and 0 when unknown, as
+// runtime.funcline1 does.
+func (t *funcTab) line(f funcRecord, pc uint64) (string, int) {
+	fileno := t.pcvalue(f, f.pcfile, pc)
+	line := t.pcvalue(f, f.pcln, pc)
+	if fileno < 0 || line == -1 {
+		return "?", 0
+	}
+	fileoff, ok := t.u32(t.cutab + 4*(uint64(f.cuOffset)+uint64(fileno)))
+	if !ok || fileoff == ^uint32(0) {
+		return "?", 0
+	}
+	file, ok := t.cstring(t.filetab + uint64(fileoff))
+	if !ok {
+		return "?", 0
+	}
+	return file, int(line)
+}
+
+// nameForPrint shortens the shape arguments of a generic function's name to
+// "[...]", as runtime.funcNameForPrint does since Go 1.21.
+func nameForPrint(name string) string {
+	i := strings.IndexByte(name, '[')
+	j := strings.LastIndexByte(name, ']')
+	if i < 0 || j <= i {
+		return name
+	}
+	return name[:i] + "[...]" + name[j+1:]
+}
+
+// loadFuncTab prepares the function-record reader of a Go 1.18+ pclntab
+// when the Go version's layouts are known and moduledata.gofunc is found.
+func (b *Binary) loadFuncTab(data []byte, magic uint32, textStart uint64, md moduledata) (*funcTab, error) {
+	layout, ok := inlineLayoutFor(b.GoVersion)
+	if !ok {
+		return nil, fmt.Errorf("inline tree layout of %s: %w", b.GoVersion, ErrNotFound)
+	}
+	if layout.magic != magic {
+		return nil, corruptf("%s with pclntab magic %#x", b.GoVersion, magic)
+	}
+	gofunc, err := b.gofunc(md, layout)
+	if err != nil {
+		return nil, err
+	}
+	return b.newFuncTab(data, layout, textStart, gofunc)
+}
+
+// gofunc finds moduledata.gofunc, the go:func.* symbol that FUNCDATA
+// offsets are relative to: in moduledata, which stripped binaries keep, else
+// by the symbol (go.func.* before Go 1.20).
+func (b *Binary) gofunc(md moduledata, layout inlineLayout) (uint64, error) {
+	rodata, err1 := b.mdWord(md, layout.gofuncWord-1)
+	gofunc, err2 := b.mdWord(md, layout.gofuncWord)
+	if err1 == nil && err2 == nil && rodata <= gofunc {
+		if _, err := b.read(gofunc, 1); err == nil {
+			return gofunc, nil
+		}
+	}
+	syms, err := b.symbols()
+	if err != nil {
+		return 0, fmt.Errorf("find go:func.*: %w", err)
+	}
+	for _, name := range []string{"go:func.*", "go.func.*"} {
+		if s, ok := syms[name]; ok {
+			return s.Value, nil
+		}
+	}
+	return 0, corruptf("no moduledata.gofunc (%v) and no go:func.* symbol", errors.Join(err1, err2))
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+)
+
+// httpCaller sends GET requests to one URL.
+type httpCaller struct {
+	client      *http.Client
+	url         string
+	traceparent string
+}
+
+// newHTTPCaller builds the client. Its transport never uses a proxy, so
+// requests stay in the lab's namespaces whatever the environment says; with
+// OTel it is otelhttp.NewTransport over a captureTransport.
+func newHTTPCaller(cfg clientConfig, tel *telemetry) *httpCaller {
+	base := &http.Transport{
+		MaxIdleConns:        cfg.concurrency,
+		MaxIdleConnsPerHost: cfg.concurrency,
+	}
+	var rt http.RoundTripper = base
+	if cfg.otel {
+		rt = otelhttp.NewTransport(captureTransport{next: base},
+			otelhttp.WithTracerProvider(tel.provider), otelhttp.WithPropagators(tel.propagator))
+	}
+	url := cfg.target
+	if !strings.Contains(url, "://") {
+		url = "http://" + url
+	}
+	return &httpCaller{
+		client:      &http.Client{Transport: rt},
+		url:         url + cfg.path,
+		traceparent: cfg.traceparent,
+	}
+}
+
+// call sends one request and reads the whole answer; a status other than
+// 200 is an error.
+func (c *httpCaller) call(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	if c.traceparent != "" {
+		req.Header.Set("traceparent", c.traceparent)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return fmt.Errorf("read body: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %s", resp.Status)
+	}
+	return nil
+}
+
+// close drops idle connections.
+func (c *httpCaller) close() error {
+	c.client.CloseIdleConnections()
+	return nil
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Where the client opens its span, relative to the request's deadline.
+const (
+	// spanBefore starts a span, then sets the deadline under the span's
+	// context.
+	spanBefore = "before"
+	// spanInside sets the deadline from context.Background(); only the
+	// instrumented transport starts a client span, inside the call.
+	spanInside = "inside"
+	// spanNone uses no OTel at all.
+	spanNone = "none"
+)
+
+// clientConfig holds the client subcommand's flags.
+type clientConfig struct {
+	proto       string
+	target      string
+	path        string
+	n           int
+	concurrency int
+	timeout     time.Duration
+	span        string
+	otel        bool
+	traceparent string
+	wait        bool
+}
+
+// bind registers the client flags on fs.
+func (c *clientConfig) bind(fs *flag.FlagSet) {
+	fs.StringVar(&c.proto, "proto", "http", "protocol: http|grpc")
+	fs.StringVar(&c.target, "target", "127.0.0.1:8080", "server address host:port")
+	fs.StringVar(&c.path, "path", "/work", "HTTP path")
+	fs.IntVar(&c.n, "n", 1, "number of requests")
+	fs.IntVar(&c.concurrency, "concurrency", 1, "concurrent workers")
+	fs.DurationVar(&c.timeout, "timeout", time.Second, "per-request context.WithTimeout; 0 for no deadline")
+	fs.StringVar(&c.span, "span", spanBefore,
+		"where the client span opens: before (span, then deadline under it)|inside (deadline, then the transport's span inside the call)|none (no OTel)")
+	fs.BoolVar(&c.otel, "otel", true,
+		"instrument the transport with otelhttp/otelgrpc (required by -span=inside; ignored by -span=none)")
+	fs.StringVar(&c.traceparent, "traceparent", "",
+		"send this fixed traceparent (00-<trace>-<span>-01) with no OTel on the client; implies -span=none")
+	fs.BoolVar(&c.wait, "wait", false, `after printing "ready PID", wait for a line on stdin before sending`)
+}
+
+// check validates the flags; explicit lists the flags set on the command
+// line.
+func (c *clientConfig) check(explicit map[string]bool) error {
+	switch c.proto {
+	case "http", "grpc":
+	default:
+		return fmt.Errorf("-proto %q: want http or grpc", c.proto)
+	}
+	switch c.span {
+	case spanBefore, spanInside, spanNone:
+	default:
+		return fmt.Errorf("-span %q: want before, inside or none", c.span)
+	}
+	if c.n < 0 || c.concurrency < 1 {
+		return fmt.Errorf("-n %d -concurrency %d: want n >= 0 and concurrency >= 1", c.n, c.concurrency)
+	}
+	if c.traceparent != "" {
+		if _, _, err := parseTraceparent(c.traceparent); err != nil {
+			return fmt.Errorf("-traceparent: %w", err)
+		}
+		if explicit["span"] && c.span != spanNone {
+			return fmt.Errorf("-traceparent sends without OTel: it cannot go with -span=%s", c.span)
+		}
+		c.span = spanNone
+	}
+	if c.span == spanNone {
+		c.otel = false
+	}
+	if c.span == spanInside && !c.otel {
+		return errors.New("-span=inside needs -otel: the transport starts the span")
+	}
+	return nil
+}
+
+// caller sends one request of the lab's protocol.
+type caller interface {
+	call(ctx context.Context) error
+	close() error
+}
+
+// runClient is the client subcommand: it sends -n requests from
+// -concurrency workers and logs a clientLine per request and a summaryLine
+// at the end. It stops sending early when ctx ends.
+func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWriter) error {
+	var cfg clientConfig
+	fs := flag.NewFlagSet("client", flag.ContinueOnError)
+	cfg.bind(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if err := cfg.check(explicit); err != nil {
+		return err
+	}
+
+	var tel *telemetry
+	if cfg.span != spanNone {
+		tel = newTelemetry()
+		defer tel.shutdown(context.Background())
+	}
+	var (
+		c   caller
+		err error
+	)
+	if cfg.proto == "http" {
+		c = newHTTPCaller(cfg, tel)
+	} else if c, err = newGRPCCaller(cfg, tel); err != nil {
+		return err
+	}
+	defer c.close()
+
+	if err := out.line(fmt.Sprintf("ready %d", os.Getpid())); err != nil {
+		return err
+	}
+	if cfg.wait {
+		if _, err := bufio.NewReader(stdin).ReadString('\n'); err != nil {
+			return fmt.Errorf("wait for a line on stdin: %w", err)
+		}
+	}
+
+	r := &requester{cfg: cfg, caller: c}
+	if cfg.span == spanBefore {
+		r.tracer = tel.tracer()
+	}
+	if cfg.traceparent != "" {
+		r.fixedTrace, r.fixedParent, _ = parseTraceparent(cfg.traceparent)
+	}
+	sum := r.run(ctx, out)
+	return out.json(sum)
+}
+
+// requester sends the requests and logs them.
+type requester struct {
+	cfg    clientConfig
+	caller caller
+	tracer trace.Tracer
+	// fixedTrace and fixedParent are the IDs of -traceparent.
+	fixedTrace, fixedParent string
+}
+
+// run sends cfg.n requests from cfg.concurrency workers.
+func (r *requester) run(ctx context.Context, out *lineWriter) summaryLine {
+	seqs := make(chan int)
+	go func() {
+		defer close(seqs)
+		for i := range r.cfg.n {
+			select {
+			case seqs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	var (
+		mu  sync.Mutex
+		sum = summaryLine{Summary: true}
+		wg  sync.WaitGroup
+	)
+	for range r.cfg.concurrency {
+		wg.Go(func() {
+			for seq := range seqs {
+				line := r.one(seq)
+				if err := out.json(line); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+				}
+				mu.Lock()
+				switch line.Outcome {
+				case outcomeOK:
+					sum.OK++
+				case outcomeDeadlineExceeded:
+					sum.DeadlineExceeded++
+				default:
+					sum.Error++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return sum
+}
+
+// one sends request seq. With -span=before the deadline's context descends
+// from the span's; otherwise it descends from context.Background() alone.
+func (r *requester) one(seq int) clientLine {
+	line := clientLine{Side: "client", Proto: r.cfg.proto, Seq: seq}
+	ctx := context.Background()
+	if r.cfg.span == spanBefore {
+		var span trace.Span
+		ctx, span = r.tracer.Start(ctx, "client-request")
+		defer span.End()
+		sc := span.SpanContext()
+		line.TraceID, line.SpanID = sc.TraceID().String(), sc.SpanID().String()
+	}
+
+	start := time.Now()
+	if r.cfg.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.timeout)
+		defer cancel()
+	}
+	ctx, cs := withCallSpan(ctx)
+	err := r.caller.call(ctx)
+	line.DurationMS = millis(time.Since(start))
+	line.Outcome, line.Error = clientOutcome(err), errorText(err)
+
+	if sc := cs.spanContext(); sc.IsValid() {
+		line.TraceID, line.CallSpanID = sc.TraceID().String(), sc.SpanID().String()
+	}
+	if r.fixedTrace != "" {
+		line.TraceID, line.CallSpanID = r.fixedTrace, r.fixedParent
+	}
+	return line
+}
+
+// clientOutcome classifies a call's error: a context deadline, or a gRPC
+// status DeadlineExceeded, is deadline_exceeded.
+func clientOutcome(err error) string {
+	switch {
+	case err == nil:
+		return outcomeOK
+	case errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
+		return outcomeDeadlineExceeded
+	default:
+		return outcomeError
+	}
+}
