@@ -346,14 +346,20 @@ func (p *GoProbes) decode(raw []byte, out *event.Deadline) error {
 		out.CreatedMono = r.CreatedNs
 		out.Created = p.clk.wall(r.CreatedNs)
 		out.CreatedGoid = r.CreatedGoid
+		// Each return address expands to its inlined frames (WithDeadline
+		// inlined into the caller is its own frame). pc-1: the call
+		// instruction, not the return address.
+		var pcs []uint64
 		for _, pc := range r.CreatedPcs {
 			if pc == 0 {
 				break
 			}
-			// pc-1: the call instruction, not the return address.
-			out.CreatedStack = append(out.CreatedStack, p.bin.Symbolize(pc-p.bias-1))
+			for _, f := range p.bin.SymbolizeFrames(pc - p.bias - 1) {
+				out.CreatedStack = append(out.CreatedStack, f)
+				pcs = append(pcs, pc)
+			}
 		}
-		out.CreatedPC, out.CreatedAt = creator(r.CreatedPcs[:], out.CreatedStack)
+		out.CreatedPC, out.CreatedAt = creator(pcs, out.CreatedStack)
 	}
 	return nil
 }

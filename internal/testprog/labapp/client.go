@@ -192,6 +192,8 @@ func (r *requester) run(ctx context.Context, out *lineWriter) summaryLine {
 					sum.OK++
 				case outcomeDeadlineExceeded:
 					sum.DeadlineExceeded++
+				case outcomeRemoteDeadline:
+					sum.RemoteDeadlineExceeded++
 				default:
 					sum.Error++
 				}
@@ -225,7 +227,7 @@ func (r *requester) one(seq int) clientLine {
 	ctx, cs := withCallSpan(ctx)
 	err := r.caller.call(ctx)
 	line.DurationMS = millis(time.Since(start))
-	line.Outcome, line.Error = clientOutcome(err), errorText(err)
+	line.Outcome, line.Error = clientOutcome(ctx, err), errorText(err)
 
 	if sc := cs.spanContext(); sc.IsValid() {
 		line.TraceID, line.CallSpanID = sc.TraceID().String(), sc.SpanID().String()
@@ -236,14 +238,30 @@ func (r *requester) one(seq int) clientLine {
 	return line
 }
 
-// clientOutcome classifies a call's error: a context deadline, or a gRPC
-// status DeadlineExceeded, is deadline_exceeded.
-func clientOutcome(err error) string {
+// clientOutcome classifies a call's error. deadline_exceeded means the
+// client's own deadline fired (its context says so): the ground truth for a
+// tracer of the client. A gRPC DeadlineExceeded status that arrived while
+// the client's own deadline had not fired yet (the server's copy of the
+// deadline, sent as grpc-timeout, expired first) is remote_deadline_exceeded.
+func clientOutcome(ctx context.Context, err error) string {
 	switch {
 	case err == nil:
 		return outcomeOK
 	case errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
-		return outcomeDeadlineExceeded
+		// gRPC may notice a deadline from the clock before the context's
+		// own timer fires: once the deadline has passed, let the timer
+		// fire (nothing cancels the context before this returns), so the
+		// log says whether the client's own deadline expired.
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return outcomeDeadlineExceeded
+		}
+		return outcomeRemoteDeadline
 	default:
 		return outcomeError
 	}

@@ -42,6 +42,7 @@ type summary struct {
 	Summary          bool `json:"summary"`
 	OK               int  `json:"ok"`
 	DeadlineExceeded int  `json:"deadline_exceeded"`
+	RemoteDeadline   int  `json:"remote_deadline_exceeded"`
 	Error            int  `json:"error"`
 }
 
@@ -150,7 +151,7 @@ func runClientProc(t *testing.T, addr string, args ...string) []record {
 		counts[r.Outcome]++
 	}
 	if sum.OK != counts[outcomeOK] || sum.DeadlineExceeded != counts[outcomeDeadlineExceeded] ||
-		sum.Error != counts[outcomeError] {
+		sum.RemoteDeadline != counts[outcomeRemoteDeadline] || sum.Error != counts[outcomeError] {
 		t.Errorf("summary %+v does not match the lines %v", sum, counts)
 	}
 	slices.SortFunc(recs, func(a, b record) int { return a.Seq - b.Seq })

@@ -12,7 +12,8 @@ import (
 const (
 	outcomeOK               = "ok"
 	outcomeDeadlineExceeded = "deadline_exceeded"
-	outcomeCanceled         = "canceled" // server side: the caller went away
+	outcomeRemoteDeadline   = "remote_deadline_exceeded" // the peer's deadline answered first
+	outcomeCanceled         = "canceled"                 // server side: the caller went away
 	outcomeError            = "error"
 )
 
@@ -53,10 +54,11 @@ type serverLine struct {
 
 // summaryLine is the client's last line: how many requests ended how.
 type summaryLine struct {
-	Summary          bool `json:"summary"`
-	OK               int  `json:"ok"`
-	DeadlineExceeded int  `json:"deadline_exceeded"`
-	Error            int  `json:"error"`
+	Summary                bool `json:"summary"`
+	OK                     int  `json:"ok"`
+	DeadlineExceeded       int  `json:"deadline_exceeded"`
+	RemoteDeadlineExceeded int  `json:"remote_deadline_exceeded"`
+	Error                  int  `json:"error"`
 }
 
 // lineWriter writes whole lines, one Write each, so that concurrent

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/timeout-tracer/tracer/export"
+	"github.com/timeout-tracer/tracer/internal/netlab"
+	"github.com/timeout-tracer/tracer/internal/testprog"
+)
+
+// labLine is one JSON line of the lab application: the ground truth.
+type labLine struct {
+	Side    string `json:"side"`
+	TraceID string `json:"trace_id"`
+	Outcome    string  `json:"outcome"`
+	DurationMS float64 `json:"duration_ms"`
+	Summary    bool    `json:"summary"`
+}
+
+// labRun runs a lab server in the server namespace and a lab client in the
+// client namespace, traces one of them, and returns both sides' lines.
+type labRun struct {
+	client, server []labLine
+	reports        []export.TimeoutJSON
+	stderr         string
+}
+
+// runLab starts the server, then the client paused (-wait); traces the
+// client (traceServer false) or the server; releases the client and waits.
+func runLab(t *testing.T, serverArgs, clientArgs []string, traceServer bool, traceArgs ...string) labRun {
+	t.Helper()
+	p := netlab.NewPair(t)
+	lab := testprog.Path(t, "labapp")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	srv := p.ServerCmd(ctx, lab, serverArgs...)
+	var srvOut bytes.Buffer
+	srvPipe, _ := srv.StdoutPipe()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	sbr := bufio.NewReader(srvPipe)
+	if line, err := sbr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("server not ready: %q %v", line, err)
+	}
+	go io.Copy(&srvOut, sbr)
+
+	args := append([]string(nil), clientArgs...)
+	for i, a := range args {
+		if a == labTarget {
+			args[i] = fmt.Sprintf("%s:8080", p.ServerAddr)
+		}
+	}
+	cl := p.ClientCmd(ctx, lab, append(args, "-wait")...)
+	stdin, _ := cl.StdinPipe()
+	clPipe, _ := cl.StdoutPipe()
+	if err := cl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cl.Process.Kill(); cl.Wait() }()
+	cbr := bufio.NewReader(clPipe)
+	if line, err := cbr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("client not ready: %q %v", line, err)
+	}
+
+	target := cl.Process.Pid
+	if traceServer {
+		target = srv.Process.Pid
+	}
+	tr := exec.CommandContext(ctx, testprog.Tracer(t), append([]string{"trace", "--pid", fmt.Sprint(target), "-o", "json"}, traceArgs...)...)
+	var stderr bytes.Buffer
+	tr.Stderr = &stderr
+	trOut, _ := tr.StdoutPipe()
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Process.Kill()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "tracing pid"); {
+		if time.Now().After(deadline) || tr.ProcessState != nil {
+			t.Fatalf("tracer did not attach: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var run labRun
+	reports := make(chan []export.TimeoutJSON)
+	go func() {
+		var rs []export.TimeoutJSON
+		sc := bufio.NewScanner(trOut)
+		for sc.Scan() {
+			var r export.TimeoutJSON
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Kind == "timeout" {
+				rs = append(rs, r)
+			}
+		}
+		reports <- rs
+	}()
+	io.WriteString(stdin, "go\n")
+	sc := bufio.NewScanner(cbr)
+	for sc.Scan() {
+		var l labLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("client line %q: %v", sc.Text(), err)
+		}
+		if !l.Summary {
+			run.client = append(run.client, l)
+		}
+	}
+	cl.Wait()
+	time.Sleep(500 * time.Millisecond) // late expiries (the server side's) reach the tracer
+	if traceServer {
+		srv.Process.Kill()
+	} else {
+		tr.Process.Signal(os.Interrupt)
+	}
+	select {
+	case run.reports = <-reports:
+	case <-time.After(10 * time.Second):
+		t.Fatal("tracer output did not end")
+	}
+	tr.Wait()
+	run.stderr = stderr.String()
+	for _, line := range strings.Split(srvOut.String(), "\n") {
+		var l labLine
+		if json.Unmarshal([]byte(line), &l) == nil && l.Side == "server" {
+			run.server = append(run.server, l)
+		}
+	}
+	return run
+}
+
+// checkTraceIDs: at least minShare of the expiries the side logged are
+// reported with their trace ID; the rest with an empty one; no report with
+// an ID that is not an expired request's.
+func checkTraceIDs(t *testing.T, logged []labLine, reports []export.TimeoutJSON, timeout time.Duration, minShare float64) {
+	t.Helper()
+	expired := map[string]bool{}
+	// A request whose peer's deadline answered first may still see its own
+	// timer fire before it cancels: reporting that one is right too.
+	raced := map[string]bool{}
+	n := 0
+	for _, l := range logged {
+		if l.Outcome == "remote_deadline_exceeded" {
+			raced[l.TraceID] = true
+		}
+		// An answer that arrived at the deadline: the request succeeded,
+		// and its timer may still fire before the client cancels it.
+		if l.Outcome == "ok" && l.DurationMS >= 0.9*float64(timeout.Milliseconds()) {
+			raced[l.TraceID] = true
+		}
+		if l.Outcome == "deadline_exceeded" {
+			n++
+			if l.TraceID == "" {
+				t.Fatalf("the lab logged an expiry without a trace ID: %+v", l)
+			}
+			expired[l.TraceID] = true
+		}
+	}
+	if n == 0 {
+		t.Fatal("no request expired: the scenario proves nothing")
+	}
+	matched := map[string]bool{}
+	for _, r := range reports {
+		switch {
+		case r.TraceID == "":
+		case raced[r.TraceID]:
+		case expired[r.TraceID]:
+			if matched[r.TraceID] {
+				t.Errorf("trace %s reported twice", r.TraceID)
+			}
+			matched[r.TraceID] = true
+		default:
+			t.Errorf("WRONG trace ID %s (source %s): no expired request had it", r.TraceID, r.TraceSource)
+		}
+	}
+	share := float64(len(matched)) / float64(n)
+	t.Logf("%d expiries logged, %d reports, %d with the right trace ID (%.1f%%)", n, len(reports), len(matched), 100*share)
+	if share < minShare {
+		t.Errorf("only %.1f%% of expiries carry their trace ID, want >= %.0f%%", 100*share, 100*minShare)
+	}
+}
+
+func TestTraceContextSpanBeforeDeadline(t *testing.T) {
+	requireGoTracing(t)
+	for _, proto := range []string{"http", "grpc"} {
+		t.Run(proto, func(t *testing.T) {
+			server := []string{proto + "-server", "-addr", ":8080", "-delay", "300ms"}
+			run := runLabProto(t, proto, server, []string{"-n", "40", "-concurrency", "4", "-timeout", clientTimeout.String(), "-span", "before"}, "--detail", "never")
+			checkTraceIDs(t, run.client, run.reports, clientTimeout, 0.99)
+			for _, r := range run.reports {
+				if r.TraceID != "" && r.TraceSource != "otel_context" {
+					t.Errorf("source %q, want otel_context", r.TraceSource)
+				}
+			}
+		})
+	}
+}
+
+func TestTraceContextSpanInsideCall(t *testing.T) {
+	requireGoTracing(t)
+	for _, proto := range []string{"http", "grpc"} {
+		t.Run(proto, func(t *testing.T) {
+			server := []string{proto + "-server", "-addr", ":8080", "-delay", "300ms"}
+			run := runLabProto(t, proto, server, []string{"-n", "40", "-concurrency", "4", "-timeout", clientTimeout.String(), "-span", "inside"}, "--detail", "always")
+			checkTraceIDs(t, run.client, run.reports, clientTimeout, 0.99)
+		})
+	}
+}
+
+// TestTraceContextInboundTraceparent: a deadline set in a handler of a
+// server with no OpenTelemetry, under a fixed inbound traceparent.
+func TestTraceContextInboundTraceparent(t *testing.T) {
+	requireGoTracing(t)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	server := []string{"http-server", "-addr", ":8080", "-delay", "300ms", "-deadline", "50ms", "-otel=false"}
+	run := runLabProtoServer(t, server, []string{"-proto", "http", "-n", "5", "-timeout", "2s", "-traceparent", tp}, "--detail", "always")
+	if len(run.reports) != 5 {
+		t.Fatalf("want 5 server-side expiries, got %d: %s", len(run.reports), run.stderr)
+	}
+	for _, r := range run.reports {
+		if r.TraceID != "4bf92f3577b34da6a3ce929d0e0e4736" || r.SpanID != "00f067aa0ba902b7" || r.TraceSource != "http_traceparent" {
+			t.Errorf("report %+v, want the inbound traceparent", r)
+		}
+	}
+}
+
+// TestTraceContextNoTracing: a program with no tracing at all gets empty
+// trace IDs, with the reason, and everything else unchanged.
+func TestTraceContextNoTracing(t *testing.T) {
+	requireGoTracing(t)
+	run := runTraced(t, testprog.Path(t, "deadlines"), []string{"-rounds", "2", "-http=false"}, "--detail", "never")
+	checkExact(t, run)
+	for _, r := range run.reports {
+		if r.TraceID != "" || r.SpanID != "" || r.TraceSource != "" || r.TraceNote == "" {
+			t.Errorf("want no trace and a note: %+v", r)
+		}
+	}
+}
+
+// TestTraceContextConcurrentMixed: 200 requests, 50 at a time, some
+// expiring, some not: no report carries another request's trace ID.
+func TestTraceContextConcurrentMixed(t *testing.T) {
+	requireGoTracing(t)
+	server := []string{"http-server", "-addr", ":8080", "-delay", "60ms", "-delay-jitter", "80ms"}
+	run := runLabProto(t, "http", server, []string{"-n", "200", "-concurrency", "50", "-timeout", clientTimeout.String(), "-span", "before"}, "--detail", "never")
+	ok := 0
+	for _, l := range run.client {
+		if l.Outcome == "ok" {
+			ok++
+		}
+	}
+	if ok == 0 {
+		t.Fatal("no request succeeded: not a mixed run")
+	}
+	checkTraceIDs(t, run.client, run.reports, clientTimeout, 0.99)
+}
+
+// clientTimeout is the lab client's per-request timeout in these tests.
+const clientTimeout = 100 * time.Millisecond
+
+// labTarget stands for the server's address in client arguments.
+const labTarget = "SERVER:8080"
+
+// runLabProto traces the client against a server at the pair's address.
+func runLabProto(t *testing.T, proto string, server, client []string, traceArgs ...string) labRun {
+	return runLab(t, server, append([]string{"client", "-proto", proto, "-target", labTarget}, client...), false, traceArgs...)
+}
+
+// runLabProtoServer traces the server.
+func runLabProtoServer(t *testing.T, server, client []string, traceArgs ...string) labRun {
+	return runLab(t, server, append([]string{"client", "-target", labTarget}, client...), true, traceArgs...)
+}
