@@ -2,12 +2,12 @@ package main
 
 import (
 	"bufio"
-	"os"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -20,8 +20,8 @@ import (
 
 // labLine is one JSON line of the lab application: the ground truth.
 type labLine struct {
-	Side    string `json:"side"`
-	TraceID string `json:"trace_id"`
+	Side       string  `json:"side"`
+	TraceID    string  `json:"trace_id"`
 	Outcome    string  `json:"outcome"`
 	DurationMS float64 `json:"duration_ms"`
 	Summary    bool    `json:"summary"`
