@@ -22,8 +22,8 @@ type loadProc struct {
 	out *bufio.Reader
 }
 
-func startLoad(b *testing.B) *loadProc {
-	cmd := exec.Command(testprog.Path(b, "httpload"), "-workers", "8")
+func startLoad(b *testing.B, prog string, args ...string) *loadProc {
+	cmd := exec.Command(testprog.Path(b, prog), append(args, "-workers", "8")...)
 	in, _ := cmd.StdinPipe()
 	outp, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
@@ -59,17 +59,28 @@ func (p *loadProc) run(b *testing.B, d time.Duration) (reqs int64, cpuPerReq flo
 // zero uprobe hits per request. With detail forced on, every request traps
 // at WithDeadlineCause's entry and return: the ratio and the cost per hit are
 // printed.
+//
+// Two services: a plain net/http one, and the lab application's
+// OpenTelemetry-instrumented one (otelhttp server and client, a span per
+// request opened before its deadline).
 func BenchmarkGoDeadlineSuccessPath(b *testing.B) {
 	requireTracing(b)
-	for _, detail := range []bool{false, true} {
-		name := map[bool]string{false: "detail=auto(cold only)", true: "detail=always"}[detail]
-		b.Run(name, func(b *testing.B) { successPath(b, detail) })
+	for _, svc := range []struct {
+		name, prog string
+		args       []string
+	}{
+		{"plain", "httpload", nil},
+		{"otel", "labapp", []string{"load"}},
+	} {
+		for _, detail := range []bool{false, true} {
+			name := svc.name + "/" + map[bool]string{false: "detail=auto(cold only)", true: "detail=always"}[detail]
+			b.Run(name, func(b *testing.B) { successPath(b, svc.name, startLoad(b, svc.prog, svc.args...), detail) })
+		}
 	}
 }
 
-func successPath(b *testing.B, detail bool) {
+func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 	const rounds, each = 10, 700 * time.Millisecond
-	p := startLoad(b)
 	p.run(b, 300*time.Millisecond) // warm up: connections, JIT of nothing, caches
 	var offRPS, onRPS, offCPU, onCPU []float64
 	var hits, reqsOn uint64
@@ -88,7 +99,7 @@ func successPath(b *testing.B, detail bool) {
 			bb, bcpu = p.run(b, each)
 			s1, _ := probes.Stats()
 			probes.Close()
-			hits += (s1.ExpiryHits + s1.CreateHits + s1.ReturnHits) - (s0.ExpiryHits + s0.CreateHits + s0.ReturnHits)
+			hits += s1.UprobeHits() - s0.UprobeHits()
 			reqsOn += uint64(bb)
 		}
 		if i%2 == 0 { // ABBA
@@ -104,7 +115,7 @@ func successPath(b *testing.B, detail bool) {
 	ratio, noise := abRatio(offRPS, onRPS)
 	cpuRatio, cpuNoise := abRatio(offCPU, onCPU)
 	perReq := float64(hits) / float64(reqsOn)
-	fmt.Fprintf(os.Stderr, "\nGo deadline probes on the success path (HTTP at saturation, timeouts met), detail=%v, %d rounds ABBA:\n", detail, rounds)
+	fmt.Fprintf(os.Stderr, "\nGo deadline probes on the success path (%s HTTP service at saturation, timeouts met), detail=%v, %d rounds ABBA:\n", svc, detail, rounds)
 	fmt.Fprintf(os.Stderr, "  requests/s off %.0f, on %.0f: ratio %.3f (A/A spread %s)\n", median(offRPS), median(onRPS), ratio, pct(noise))
 	fmt.Fprintf(os.Stderr, "  CPU per request off %.1f µs, on %.1f µs: ratio %.3f (A/A spread %s)\n", median(offCPU)/1e3, median(onCPU)/1e3, cpuRatio, pct(cpuNoise))
 	fmt.Fprintf(os.Stderr, "  uprobe hits per request: %.3f\n", perReq)

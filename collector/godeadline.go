@@ -37,6 +37,9 @@ type GoStats struct {
 	ReturnHits   uint64 // detail-tier hits: WithDeadlineCause returns
 	Dropped      uint64 // expiries lost: ring buffer full
 	DetailFull   uint64 // creations not recorded: table full
+	HeaderHits   uint64 // detail-tier hits: net/http header keys parsed (inbound traceparent)
+	RequestHits  uint64 // detail-tier hits: net/http requests read
+	SpanHits     uint64 // detail-tier hits: OpenTelemetry spans started
 	Swept        uint64 // recorded creations removed because their deadline passed unseen (met in time)
 	DecodeErrors uint64
 }
@@ -401,7 +404,7 @@ func (p *GoProbes) sweep() {
 func (p *GoProbes) Stats() (GoStats, error) {
 	var s GoStats
 	m := p.coll.Maps["go_hits"]
-	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull}
+	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits}
 	for i, d := range dst {
 		var perCPU []uint64
 		if err := m.Lookup(uint32(i), &perCPU); err != nil {
@@ -621,3 +624,9 @@ func (p *GoProbes) registerOTel() error {
 
 // rootCtx is TT_GO_ROOT_CTX: the walk ends at this context.
 const rootCtx = 0xffffffff
+
+// UprobeHits is the number of uprobe traps the process has taken from these
+// probes: what a request pays.
+func (s GoStats) UprobeHits() uint64 {
+	return s.ExpiryHits + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits
+}

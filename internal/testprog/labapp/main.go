@@ -12,6 +12,7 @@
 //	labapp grpc-server -addr :9090 -delay 0 [-delay-jitter 0] [-deadline 0] [-otel=true]
 //	labapp client -proto http|grpc -target ADDR -n N -concurrency C -timeout T
 //	       -span before|inside|none [-otel=true] [-path /work] [-traceparent TP] [-wait]
+//	labapp load [-workers 8] [-timeout 1s]   (overhead benchmarks; phases on stdin)
 package main
 
 import (
@@ -24,7 +25,7 @@ import (
 	"syscall"
 )
 
-const usage = `usage: labapp http-server|grpc-server|client [flags]
+const usage = `usage: labapp http-server|grpc-server|client|load [flags]
 run "labapp SUBCOMMAND -h" for the flags of one subcommand`
 
 func main() {
@@ -49,6 +50,8 @@ func run(args []string) int {
 		err = runGRPCServer(ctx, args[1:], out)
 	case "client":
 		err = runClient(ctx, args[1:], os.Stdin, out)
+	case "load":
+		err = runLoad(ctx, args[1:], os.Stdin, os.Stdout)
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		return 2
