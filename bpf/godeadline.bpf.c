@@ -166,19 +166,27 @@ static __always_inline __u64 goid_of(__u64 g, const struct tt_go_offsets *off)
 	return g ? read_u64(g + off->g_goid) : 0;
 }
 
-/* read_span copies the IDs of the span a valueCtx holds, if it holds one. */
-static __always_inline bool read_span(__u64 data, __u32 tgid, const struct tt_go_offsets *off,
-				      struct span_ids *ids)
+/*
+ * read_span copies the IDs of the span a valueCtx holds under OpenTelemetry's
+ * current-span key. 1: read; 0: not a span; -1: a span whose layout is
+ * unknown (the caller stops rather than report an ancestor's span).
+ */
+static __always_inline int read_span(__u64 data, __u32 tgid, const struct tt_go_offsets *off,
+				     struct span_ids *ids)
 {
+	if (off->span_key_type && read_u64(data + off->valuectx_key) != off->span_key_type)
+		return 0;
 	struct pid_ptr tkey = {.pid = tgid, .ptr = read_u64(data + off->valuectx_val)};
 	const struct tt_go_span_type *st = bpf_map_lookup_elem(&go_span_types, &tkey);
 	if (!st)
-		return false;
+		return 0;
+	if (st->sc_off == TT_GO_SPAN_UNKNOWN)
+		return -1;
 	__u64 sc = read_u64(data + off->valuectx_val + 8) + st->sc_off;
 	bpf_probe_read_user(ids->trace_id, sizeof(ids->trace_id), (const void *)(sc + off->sc_trace_id));
 	bpf_probe_read_user(ids->span_id, sizeof(ids->span_id), (const void *)(sc + off->sc_span_id));
 	bpf_probe_read_user(&ids->flags, 1, (const void *)(sc + off->sc_flags));
-	return true;
+	return 1;
 }
 
 #define TT_GO_CHAIN 24
@@ -217,7 +225,13 @@ static __always_inline void find_span(struct tt_go_event *e, __u64 c, __u32 tgid
 		e->trace_depth = i + 1;
 		if (it->is_value) {
 			struct span_ids ids = {};
-			if (read_span(data, tgid, off, &ids)) {
+			int r = read_span(data, tgid, off, &ids);
+			if (r < 0) {
+				e->trace_status = TT_TRACE_UNKNOWN_CTX;
+				e->stop_itab = tab;
+				return;
+			}
+			if (r > 0) {
 				__builtin_memcpy(e->trace_id, ids.trace_id, sizeof(e->trace_id));
 				__builtin_memcpy(e->span_id, ids.span_id, sizeof(e->span_id));
 				e->trace_flags = ids.flags;
@@ -250,7 +264,7 @@ int go_span_start_ret(struct pt_regs *ctx)
 	if (!it || !it->is_value)
 		return 0;
 	struct span_ids ids = {};
-	if (!read_span(data, tgid, off, &ids))
+	if (read_span(data, tgid, off, &ids) <= 0)
 		return 0;
 	__u64 next = data + it->parent_off;
 	for (int i = 0; i < TT_GO_CHAIN; i++) {

@@ -567,7 +567,11 @@ func (p *GoProbes) resolveOTel(offs *godeadlineTtGoOffsets) {
 	for _, ci := range l.ContextItabs {
 		if ci.Value {
 			offs.ValuectxVal = uint32(ci.ValOffset)
+			offs.ValuectxKey = uint32(ci.KeyOffset)
 		}
+	}
+	if l.SpanKeyType != 0 {
+		offs.SpanKeyType = l.SpanKeyType + p.bias
 	}
 	offs.TimerctxParent = uint32(parent)
 	offs.ScTraceId = uint32(l.SpanContext.TraceID)
@@ -619,11 +623,22 @@ func (p *GoProbes) registerOTel() error {
 			return fmt.Errorf("register span type %s: %w", st.Type.Name, err)
 		}
 	}
+	// A span whose layout is unknown stops the walk: reading on would
+	// report an ancestor's span as the request's.
+	for _, st := range p.otel.UnknownSpanTypes {
+		if err := p.coll.Maps["go_span_types"].Put(godeadlinePidPtr{Pid: pid, Ptr: st.TypeAddr + p.bias},
+			godeadlineTtGoSpanType{ScOff: spanUnknown}); err != nil {
+			return fmt.Errorf("register span type %s: %w", st.Type.Name, err)
+		}
+	}
 	return nil
 }
 
 // rootCtx is TT_GO_ROOT_CTX: the walk ends at this context.
 const rootCtx = 0xffffffff
+
+// spanUnknown is TT_GO_SPAN_UNKNOWN: a span type without a known layout.
+const spanUnknown = 0xffffffff
 
 // UprobeHits is the number of uprobe traps the process has taken from these
 // probes: what a request pays.

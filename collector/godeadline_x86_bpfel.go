@@ -108,6 +108,9 @@ type godeadlineTtGoOffsets struct {
 	ScSpanId          uint32
 	ScFlags           uint32
 	HasOtel           uint32
+	ValuectxKey       uint32
+	_                 [4]byte
+	SpanKeyType       uint64
 }
 
 type godeadlineTtGoSpanType struct {

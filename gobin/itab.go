@@ -55,8 +55,7 @@ func (b *Binary) TypeAddrOf(name, pkgPath string) (uint64, error) {
 
 // typeAddr looks want up as TypeAddrOf does; itabs, if non-nil, are the
 // already decoded itabs.
-func (ts *typeSection) typeAddr(want TypeName, itabs []Itab) (addr uint64, err error) {
-	defer recoverCorrupt(&err, "find type "+want.String())
+func (ts *typeSection) typeAddr(want TypeName, itabs []Itab) (uint64, error) {
 	if syms, err := ts.b.symbols(); err == nil {
 		// "type:" since Go 1.20, "type." before.
 		for _, prefix := range []string{"type:", "type."} {
@@ -82,13 +81,13 @@ func (ts *typeSection) typeAddr(want TypeName, itabs []Itab) (addr uint64, err e
 }
 
 // itabs decodes every static itab.
-func (ts *typeSection) itabs() (itabs []Itab, err error) {
-	defer recoverCorrupt(&err, "list itabs")
+func (ts *typeSection) itabs() ([]Itab, error) {
 	addrs, err := ts.itabAddrs()
 	if err != nil {
 		return nil, err
 	}
 	p := uint64(ts.b.ptr)
+	itabs := make([]Itab, 0, len(addrs))
 	for _, at := range addrs {
 		inter, err1 := ts.ptrAt(at)
 		typ, err2 := ts.ptrAt(at + p)

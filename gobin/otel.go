@@ -167,10 +167,9 @@ type OTelLayout struct {
 // is not linked or no span type holding a SpanContext is, ErrNoOffsets if
 // the SpanContext or every span type lacks offsets, and errors from Itabs
 // and ContextItabs.
-func (b *Binary) OTelSpanLayout() (l *OTelLayout, err error) {
-	defer recoverCorrupt(&err, "read OpenTelemetry layout")
+func (b *Binary) OTelSpanLayout() (*OTelLayout, error) {
 	versions := map[string]string{}
-	l = &OTelLayout{}
+	l := &OTelLayout{}
 	for _, m := range b.Modules {
 		switch m.Path {
 		case modOTel, modOTelTrace, modOTelSDK, modAutoSDK:
@@ -192,7 +191,9 @@ func (b *Binary) OTelSpanLayout() (l *OTelLayout, err error) {
 	sources := map[string]bool{}
 	offset := func(f OTelFieldRef) (int64, error) {
 		off, src, err := b.otelOffset(f, versions[f.Module])
-		sources[src] = true
+		if err == nil {
+			sources[src] = true
+		}
 		return off, err
 	}
 	var scOffs [4]int64

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,9 +176,12 @@ var otelVariants = []otelVariant{
 	{name: "external-pie-stripped", goarch: "amd64", args: []string{"-buildmode=pie", "-ldflags=-linkmode=external -s -w"}, cgo: true},
 	{name: "arm64", goarch: "arm64", dwarf: true},
 	{name: "arm64-stripped", goarch: "arm64", args: []string{"-ldflags=-s -w"}},
+	// The stripped build's twin with .symtab: "-w -w" is as long as
+	// "-s -w" in the recorded build flags, so nothing loaded moves.
+	{name: "arm64-symtab", goarch: "arm64", args: []string{"-ldflags=-w -w"}},
 }
 
-func otelVariantNamed(t *testing.T, name string) otelVariant {
+func otelVariantNamed(t testing.TB, name string) otelVariant {
 	for _, v := range otelVariants {
 		if v.name == name {
 			return v
@@ -203,7 +207,7 @@ var otelBuilds struct {
 
 // otelSrc writes the target's module for otel version and resolves its
 // dependencies.
-func otelSrc(t *testing.T, version string) string {
+func otelSrc(t testing.TB, version string) string {
 	t.Helper()
 	otelBuilds.mu.Lock()
 	if otelBuilds.srcs == nil {
@@ -246,7 +250,7 @@ func otelSrc(t *testing.T, version string) string {
 }
 
 // otelBuild returns the OpenTelemetry target at version built as v.
-func otelBuild(t *testing.T, version string, v otelVariant) string {
+func otelBuild(t testing.TB, version string, v otelVariant) string {
 	t.Helper()
 	if v.cgo {
 		if _, err := exec.LookPath("gcc"); err != nil {
@@ -287,7 +291,7 @@ type otelReport struct {
 	main   uint64
 	ctxs   map[string]ifaceDump
 	spans  map[string]ifaceDump
-	sc     map[bool][]byte            // SpanContext bytes, by remote
+	sc     map[bool][]byte             // SpanContext bytes, by remote
 	fields map[string]map[string]int64 // "ctx timer" → field path → offset
 }
 
@@ -533,43 +537,56 @@ func checkOTelLayout(t *testing.T, b *Binary, l *OTelLayout, r *otelReport) {
 }
 
 // TestOTelSpanLayoutArm64 checks the arm64 cross-builds, which cannot run
-// here: the stripped build must give the unstripped build's addresses
-// (stripping moves nothing) with table offsets equal to DWARF's and to
-// what reflect says in the amd64 build (both 64-bit); context itabs must
-// sit at the go:itab symbols, and span types must be the type words of
-// their go:itab symbols, read straight from the file.
+// here. Offsets: the stripped build's (from the tables) must equal the
+// DWARF build's and what reflect says in the amd64 build (both 64-bit).
+// Addresses: the stripped build must give its symtab twin's layout, whose
+// go:itab symbols hold the context itabs, and whose span type itabs hold
+// the span types' descriptor addresses (read straight from the file).
 func TestOTelSpanLayoutArm64(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds OpenTelemetry programs")
 	}
-	plainPath := otelBuild(t, otelLatest, otelVariantNamed(t, "arm64"))
-	plain := openOTel(t, otelLatest, otelVariantNamed(t, "arm64"))
-	stripped := openOTel(t, otelLatest, otelVariantNamed(t, "arm64-stripped"))
-	want, err := plain.OTelSpanLayout()
-	if err != nil {
-		t.Fatal(err)
+	layout := func(name string) *OTelLayout {
+		l, err := openOTel(t, otelLatest, otelVariantNamed(t, name)).OTelSpanLayout()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return l
 	}
-	got, err := stripped.OTelSpanLayout()
-	if err != nil {
-		t.Fatal(err)
+	dwarf, got, twin := layout("arm64"), layout("arm64-stripped"), layout("arm64-symtab")
+	if dwarf.OffsetsFrom != "DWARF" || !strings.HasPrefix(got.OffsetsFrom, "table") {
+		t.Errorf("offsets from %q and %q", dwarf.OffsetsFrom, got.OffsetsFrom)
 	}
-	if want.OffsetsFrom != "DWARF" || !strings.HasPrefix(got.OffsetsFrom, "table") {
-		t.Errorf("offsets from %q and %q", want.OffsetsFrom, got.OffsetsFrom)
+	if fmt.Sprint(*got) != fmt.Sprint(*twin) {
+		t.Errorf("stripped layout\n%+v\nsymtab twin's\n%+v", *got, *twin)
 	}
-	want.OffsetsFrom, got.OffsetsFrom = "", ""
-	if fmt.Sprint(*want) != fmt.Sprint(*got) {
-		t.Errorf("stripped layout\n%+v\nunstripped\n%+v", *got, *want)
+	if got.SpanContext != dwarf.SpanContext {
+		t.Errorf("SpanContext %+v, DWARF %+v", got.SpanContext, dwarf.SpanContext)
 	}
-	amd := otelVariantNamed(t, "plain")
-	r := runOTelTarget(t, otelBuild(t, otelLatest, amd))
+	offs := func(l *OTelLayout) map[string]int64 {
+		m := map[string]int64{}
+		for _, s := range l.SpanTypes {
+			m[s.Type.String()] = s.SpanContextOffset
+		}
+		for _, c := range l.ContextItabs {
+			m[c.Type.String()] = c.ParentOffset
+			m[c.Type.String()+" key"], m[c.Type.String()+" val"] = c.KeyOffset, c.ValOffset
+		}
+		return m
+	}
+	if g, w := offs(got), offs(dwarf); !maps.Equal(g, w) {
+		t.Errorf("offsets %v, DWARF %v", g, w)
+	}
+	r := runOTelTarget(t, otelBuild(t, otelLatest, otelVariantNamed(t, "plain")))
 	for name, off := range map[string]int64{"traceID": got.SpanContext.TraceID, "spanID": got.SpanContext.SpanID, "traceFlags": got.SpanContext.TraceFlags, "remote": got.SpanContext.Remote} {
 		if r.fields["sc SpanContext"][name] != off {
 			t.Errorf("arm64 SpanContext.%s at %d, amd64 reflect says %d", name, off, r.fields["sc SpanContext"][name])
 		}
 	}
 
-	syms := itabSymbols(t, plainPath)
-	ef, err := elf.Open(plainPath)
+	twinPath := otelBuild(t, otelLatest, otelVariantNamed(t, "arm64-symtab"))
+	syms := itabSymbols(t, twinPath)
+	ef, err := elf.Open(twinPath)
 	if err != nil {
 		t.Fatal(err)
 	}

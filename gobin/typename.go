@@ -110,8 +110,7 @@ type typeSection struct {
 }
 
 // typeSection reads the types section that moduledata points at.
-func (b *Binary) typeSection() (ts *typeSection, err error) {
-	defer recoverCorrupt(&err, "read type descriptors")
+func (b *Binary) typeSection() (*typeSection, error) {
 	layout, ok := typeLayoutFor(b.GoVersion)
 	if !ok {
 		return nil, fmt.Errorf("read type descriptors: %w: moduledata layout of %s is not known (Go 1.18–1.27)", ErrNoOffsets, b.GoVersion)

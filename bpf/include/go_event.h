@@ -24,7 +24,12 @@ struct tt_go_offsets {
 	__u32 sc_span_id;          /* trace.SpanContext.spanID */
 	__u32 sc_flags;            /* trace.SpanContext.traceFlags */
 	__u32 has_otel;            /* the binary links OpenTelemetry: walk the chain for a span */
+	__u32 valuectx_key;        /* context.valueCtx.key (an any) */
+	__u64 span_key_type;       /* type descriptor of OTel's current-span key type (runtime address), 0: unknown */
 };
+
+/* sc_off of a span type whose layout is unknown: the walk stops there. */
+#define TT_GO_SPAN_UNKNOWN 0xffffffff
 
 /* How the walk up the context chain for a span ended. */
 enum tt_go_trace_status {
