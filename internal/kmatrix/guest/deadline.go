@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// targetCounts is what the deadlines target counts itself: the ground
+// truth the tracer's count must equal.
+type targetCounts struct {
+	Expired    int `json:"expired"`
+	AtCreation int `json:"at_creation"`
+	Met        int `json:"met"`
+}
+
+// createdRE is a creator as the deadlines target's own code sets it.
+var createdRE = regexp.MustCompile(`^main\.\w+ \(.*deadlines/main\.go:\d+\)$`)
+
+// checkDeadlines runs the deadlines target (no HTTP: a guest has no network
+// but lo, and the scenario adds nothing kernel-specific) with the cold probes
+// attached, and with detail also the detail probes, and compares the
+// tracer's expiries with the target's own count.
+func checkDeadlines(ctx context.Context, cfg config, detail bool) (string, error) {
+	tgt := exec.Command(cfg.prog("deadlines"), "-rounds", fmt.Sprint(cfg.rounds), "-budget", cfg.budget.String(), "-http=false")
+	stdin, err := tgt.StdinPipe()
+	if err != nil {
+		return "", err
+	}
+	stdout, err := tgt.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	var stderr strings.Builder
+	tgt.Stderr = &stderr
+	if err := tgt.Start(); err != nil {
+		return "", fmt.Errorf("start deadlines: %w", err)
+	}
+	defer func() {
+		tgt.Process.Kill()
+		tgt.Wait()
+	}()
+	br := bufio.NewReader(stdout)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+		return "", fmt.Errorf("target not ready: %q %v: %s", line, err, stderr.String())
+	}
+
+	p, err := collector.StartGo(collector.GoConfig{PID: tgt.Process.Pid, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		return "", err
+	}
+	defer p.Close()
+	if detail {
+		if err := p.SetDetail(true); err != nil {
+			return "", fmt.Errorf("attach detail probes: %w", err)
+		}
+	}
+
+	counts := make(chan targetCounts, 1)
+	go func() {
+		var c targetCounts
+		rest, _ := io.ReadAll(br)
+		if err := json.Unmarshal(rest, &c); err != nil {
+			c.Expired = -1
+		}
+		counts <- c
+	}()
+	io.WriteString(stdin, "go\n")
+
+	var evs []event.Deadline
+	var want *targetCounts
+	var settle <-chan time.Time // after the target's count: late events, then any surplus
+	timeout := time.After(60 * time.Second)
+collect:
+	for {
+		select {
+		case ev, ok := <-p.Events():
+			if !ok {
+				break collect
+			}
+			evs = append(evs, ev)
+			if want != nil && len(evs) == want.Expired {
+				settle = time.After(300 * time.Millisecond)
+			}
+		case c := <-counts:
+			if c.Expired < 0 {
+				return "", fmt.Errorf("target printed no counts: %s", stderr.String())
+			}
+			want = &c
+			settle = time.After(3 * time.Second)
+			if len(evs) >= c.Expired {
+				settle = time.After(300 * time.Millisecond)
+			}
+		case <-settle:
+			break collect
+		case <-timeout:
+			return "", fmt.Errorf("target did not finish within 60s: %d expiries seen", len(evs))
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	if want == nil {
+		return "", errors.New("probe event channel closed before the target finished")
+	}
+	st, _ := p.Stats()
+	return verifyDeadlines(evs, *want, tgt.Process.Pid, detail, st, cfg)
+}
+
+func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bool, st collector.GoStats, cfg config) (string, error) {
+	at, withDetail := 0, 0
+	var budgets []string
+	for _, e := range evs {
+		if e.Kind == event.ExpiredAtCreation {
+			at++
+		}
+		if e.Detail {
+			withDetail++
+		}
+	}
+	msg := fmt.Sprintf("target: %d expired (%d at creation), %d met; tracer: %d expiries (%d at creation), %d with detail; probe hits: cold %d, entry %d, return %d",
+		want.Expired, want.AtCreation, want.Met, len(evs), at, withDetail, st.ExpiryHits, st.CreateHits, st.ReturnHits)
+	var errs []error
+	if len(evs) != want.Expired {
+		errs = append(errs, fmt.Errorf("tracer saw %d expiries, the target counted %d", len(evs), want.Expired))
+	}
+	if at != want.AtCreation {
+		errs = append(errs, fmt.Errorf("%d expired-at-creation events, target counted %d", at, want.AtCreation))
+	}
+	for _, e := range evs {
+		if int(e.PID) != pid {
+			errs = append(errs, fmt.Errorf("event of pid %d, want %d", e.PID, pid))
+			break
+		}
+	}
+	if !detail {
+		if withDetail != 0 || st.CreateHits != 0 {
+			errs = append(errs, fmt.Errorf("detail fields without detail probes (%d events, %d entry hits)", withDetail, st.CreateHits))
+		}
+		return msg, errors.Join(errs...)
+	}
+	for _, e := range evs {
+		b, ok := e.Budget()
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s expiry without detail", e.Kind))
+			break
+		}
+		wantB := cfg.budget
+		if e.Kind == event.ExpiredAtCreation {
+			wantB = -time.Second
+		}
+		if d := b - wantB; d < -cfg.budgetSlack || d > cfg.budgetSlack {
+			errs = append(errs, fmt.Errorf("budget %v, want %v ±%v (%s)", b, wantB, cfg.budgetSlack, e.CreatedAt))
+			break
+		}
+		if !createdRE.MatchString(e.CreatedAt) {
+			errs = append(errs, fmt.Errorf("created_at %q, want a main.* function in deadlines/main.go", e.CreatedAt))
+			break
+		}
+		if len(budgets) < 4 {
+			budgets = append(budgets, fmt.Sprintf("%.1fms@%s", float64(b.Microseconds())/1000, strings.Fields(e.CreatedAt)[0]))
+		}
+	}
+	msg += "; e.g. " + strings.Join(budgets, " ")
+	return msg, errors.Join(errs...)
+}
