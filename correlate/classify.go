@@ -1,0 +1,302 @@
+package correlate
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// The rules, in the order evaluate applies them:
+//
+//  1. Exact. When the deadline's creating goroutine is known (detail
+//     probes) and was bound to sockets in the window — by its own I/O
+//     (kernel_g, activity samples naming it) or by an outbound-call probe
+//     (http_roundtrip, grpc_stream, dial) — those sockets are the
+//     candidates, confidence exact, and nothing else of the process is
+//     looked at. This is the mixed-run guard: a request waiting on a
+//     healthy connection to a slow backend is slow_peer even while another
+//     connection of the same process retransmits.
+//  2. Covered but unbound. When the goroutine is known, had no binding,
+//     and the outbound-call probes were demonstrably on for the process
+//     (they bound other goroutines around the window), the request made no
+//     call: class local, confidence probable. Falling through to the
+//     process-wide guess here would blame whatever the other requests'
+//     connections suffered. (A request that hands its calls to goroutines
+//     of its own is misread as local here: bindings name the goroutine
+//     that made the call, and goroutine ancestry is not tracked yet.)
+//  3. Process-wide. Otherwise the candidates are the process's sockets with
+//     activity or TCP events in the window: one gives confidence probable,
+//     several ambiguous — and then the class is what all of them show, or
+//     unknown; a network cause is never taken from one candidate among
+//     healthy ones. A single candidate is still a guess: a lock wait in a
+//     process whose one busy connection is lossy gets that connection's
+//     class, which is what "probable" warns about.
+//  4. None. No candidate: local (confidence probable) when activity is
+//     known for the process, so that its absence means no network I/O;
+//     else unknown, saying why.
+//
+// A connection's class comes only from its own events in the window,
+// most specific first (see Class). A connection without trouble is
+// slow_peer (request sent, no answer in time) — but only when the kernel
+// side was watching at all; else unknown.
+
+// evaluate decides one deadline's report from the state at hand.
+func (c *Correlator) evaluate(d *event.Deadline) Report {
+	c.evUsed = 0
+	w, sp, winNote := c.window(d)
+	cause := Cause{Window: w}
+	var notes []string
+	if d.Kind == event.ExpiredAtCreation {
+		notes = append(notes, "the deadline had already passed when it was set: the budget was spent before this context existed")
+	}
+	if winNote != "" {
+		notes = append(notes, winNote)
+	}
+	var cands []*evidence
+	switch {
+	case d.Detail && d.CreatedGoid != 0 && !w.Approximate:
+		cands = c.exactCandidates(d, sp)
+		if len(cands) > 0 {
+			c.decideExact(&cause, cands, d)
+			break
+		}
+		// A goroutine evicted from the tables lost its bindings: its
+		// absence then proves nothing.
+		lostBindings := c.gorEvicted && c.lastGorEviction >= sp.lo
+		if p := c.procs[d.PID]; p != nil && p.hasReq && !lostBindings && p.reqFirst <= sp.hi && p.reqLast+uint64(c.cfg.Lookback) >= sp.lo {
+			cause.Class, cause.Confidence = ClassLocal, Probable
+			cause.Summary = fmt.Sprintf("goroutine %d made no network call %s: it waited on something local (pool, lock, queue)",
+				d.CreatedGoid, during(w))
+			notes = append(notes, fmt.Sprintf("the call probes bound other goroutines of pid %d to connections (%s) but none to goroutine %d in the window",
+				d.PID, plural(int(p.reqBindingCount), "binding", "bindings"), d.CreatedGoid))
+			break
+		}
+		notes = append(notes, fmt.Sprintf("goroutine %d had no binding in the window and no call probe was seen for pid %d: candidates are the process's sockets",
+			d.CreatedGoid, d.PID))
+		fallthrough
+	default:
+		cands = c.processCandidates(d, sp)
+		c.decideProcess(&cause, cands, d, w)
+	}
+	if cause.Note != "" {
+		notes = append(notes, cause.Note)
+	}
+	var listNote string
+	cause.Connections, listNote = connections(cands, d, c.cfg.MaxReportConnections)
+	if listNote != "" {
+		notes = append(notes, listNote)
+	}
+	cause.Note = strings.Join(notes, "; ")
+	return Report{Deadline: *d, Cause: cause}
+}
+
+// exactCandidates examines the sockets bound to the creating goroutine.
+func (c *Correlator) exactCandidates(d *event.Deadline, sp span) []*evidence {
+	out := c.cands[:0]
+	for _, b := range c.boundIn(gkey{d.PID, d.CreatedGoid}, sp.lo, sp.expiry) {
+		via := "binding:" + sourceList(b.srcs)
+		i, ok := c.sockByCookie[b.cookie]
+		if !ok {
+			// Bindings create their socket: only an eviction loses it.
+			e := c.newEvidence()
+			e.s, e.cookie, e.via, e.class = &socket{cookie: b.cookie}, b.cookie, via, ClassUnknown
+			e.why = fmt.Sprintf("socket %#x was dropped from the correlator's tables (see stats)", b.cookie)
+			out = append(out, e)
+			continue
+		}
+		out = append(out, c.examine(i, sp, via))
+	}
+	sortEvidence(out)
+	c.cands = out
+	return out
+}
+
+// processCandidates examines the process's sockets in use in the window.
+func (c *Correlator) processCandidates(d *event.Deadline, sp span) []*evidence {
+	p := c.procs[d.PID]
+	if p == nil {
+		return nil
+	}
+	out := c.cands[:0]
+	for _, i := range p.socks {
+		s := &c.socks[i]
+		tcp, act := c.activeIn(s, sp.lo, sp.expiry)
+		var via string
+		switch {
+		case tcp && act:
+			via = "activity+tcp"
+		case act:
+			via = "activity"
+		case tcp:
+			via = "tcp"
+		default:
+			continue
+		}
+		out = append(out, c.examine(i, sp, via))
+	}
+	sortEvidence(out)
+	c.cands = out
+	return out
+}
+
+// sortEvidence orders candidates for the report: trouble first, most
+// specific first, then by their first event in the window.
+func sortEvidence(es []*evidence) {
+	for _, e := range es {
+		e.rank = e.class.rank()
+	}
+	slices.SortFunc(es, func(a, b *evidence) int {
+		if a.rank != b.rank {
+			return a.rank - b.rank
+		}
+		if a.first != b.first {
+			return cmp.Compare(a.first, b.first)
+		}
+		return cmp.Compare(a.cookie, b.cookie)
+	})
+}
+
+func sourceList(bits uint8) string {
+	var names []string
+	// Call probes first: they are what made the binding exact.
+	for _, s := range []source{srcHTTP, srcGRPC, srcDial, srcKernelG, srcActivity, srcOther} {
+		if bits&(1<<s) != 0 {
+			names = append(names, s.String())
+		}
+	}
+	return strings.Join(names, "+")
+}
+
+// decideExact: the request's own connections. The most specific trouble
+// any of them shows is the cause (the request used all of them); healthy
+// ones only make it slow_peer when none shows trouble.
+func (c *Correlator) decideExact(cause *Cause, cands []*evidence, d *event.Deadline) {
+	cause.Confidence = Exact
+	best := ClassUnknown
+	healthy, unknown := 0, 0
+	for _, e := range cands {
+		switch {
+		case e.class.Network():
+			if e.class.rank() < best.rank() || !best.Network() {
+				best = e.class
+			}
+		case e.class == ClassSlowPeer:
+			healthy++
+		default:
+			unknown++
+		}
+	}
+	switch {
+	case best.Network():
+		cause.Class = best
+	case unknown == 0 && healthy > 0:
+		cause.Class = ClassSlowPeer
+	default:
+		cause.Class = ClassUnknown
+	}
+	cause.Summary = summarize(cause.Class, cands, cause.Window)
+	cause.Note = fmt.Sprintf("bound to goroutine %d of pid %d", d.CreatedGoid, d.PID)
+}
+
+// decideProcess: the process-wide guess, or its absence.
+func (c *Correlator) decideProcess(cause *Cause, cands []*evidence, d *event.Deadline, w Window) {
+	switch len(cands) {
+	case 0:
+		p := c.procs[d.PID]
+		if p != nil && p.hasActivity && p.firstActivity <= w.End+uint64(c.cfg.Grace) {
+			cause.Class, cause.Confidence = ClassLocal, Probable
+			cause.Summary = fmt.Sprintf("pid %d did no TCP I/O %s: it waited on something local (pool, lock, queue)", d.PID, during(w))
+			return
+		}
+		cause.Class, cause.Confidence = ClassUnknown, None
+		cause.Summary = fmt.Sprintf("no binding and no socket activity known for pid %d", d.PID)
+		return
+	case 1:
+		cause.Confidence = Probable
+		cause.Class = cands[0].class
+		if cause.Class == ClassUnknown {
+			cause.Summary = cands[0].why
+		} else {
+			cause.Summary = summarize(cause.Class, cands, w)
+		}
+		cause.Note = fmt.Sprintf("the only socket of pid %d in use in the window", d.PID)
+		return
+	}
+	cause.Confidence = Ambiguous
+	agreed := cands[0].class
+	for _, e := range cands[1:] {
+		if e.class != agreed {
+			agreed = ClassUnknown
+			break
+		}
+	}
+	cause.Class = agreed
+	if agreed == ClassUnknown {
+		cause.Summary = fmt.Sprintf("%d sockets of pid %d were in use in the window and disagree: %s", len(cands), d.PID, disagreement(cands))
+		return
+	}
+	cause.Summary = summarize(agreed, cands, w)
+	cause.Note = fmt.Sprintf("%d sockets of pid %d were in use in the window and all show %s", len(cands), d.PID, agreed)
+}
+
+// describe names a connection's class in a list.
+func describe(c Class) string {
+	switch c {
+	case ClassSlowPeer:
+		return "healthy"
+	case ClassUnknown:
+		return "undetermined"
+	}
+	return string(c)
+}
+
+// connections turns the evidence, in sortEvidence's order, into the
+// report's connection list, at most max; the note says how many were left
+// out.
+func connections(es []*evidence, d *event.Deadline, max int) ([]Connection, string) {
+	var note string
+	if len(es) > max {
+		note = fmt.Sprintf("%d of %d candidate sockets listed", max, len(es))
+		es = es[:max]
+	}
+	out := make([]Connection, 0, len(es))
+	for _, e := range es {
+		cn := Connection{
+			Cookie: e.cookie, Local: e.local, Peer: e.peer, Class: e.class, Via: e.via,
+			Suppressed: e.supp, Sent: e.sent, Received: e.recv,
+		}
+		for k, n := range e.n {
+			if n > 0 {
+				if cn.Counts == nil {
+					cn.Counts = make(map[string]int)
+				}
+				cn.Counts[event.TCPKind(k).String()] = n
+			}
+		}
+		if e.snap != nil {
+			cn.SRTTUs, cn.RTOMs, cn.Backoff = int64(e.snap.srttUs), int64(e.snap.rtoUs+500)/1000, e.snap.backoff
+		}
+		if e.state != nil && e.state.state != 0 {
+			cn.State = e.state.state.String()
+		}
+		if e.seen {
+			cn.FirstMono, cn.LastMono = e.first, e.last
+			cn.First, cn.Last = wallOf(d, e.first), wallOf(d, e.last)
+		}
+		out = append(out, cn)
+	}
+	return out, note
+}
+
+// wallOf converts a CLOCK_MONOTONIC time to wall clock through the
+// deadline's own pair of clocks (zero when the deadline has no wall time).
+func wallOf(d *event.Deadline, mono uint64) time.Time {
+	if d.Time.IsZero() {
+		return time.Time{}
+	}
+	return d.Time.Add(time.Duration(int64(mono - d.Mono))).UTC()
+}

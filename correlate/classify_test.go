@@ -1,0 +1,290 @@
+package correlate
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// run pushes a scenario through a fresh correlator and returns every report.
+func run(t *testing.T, cfg Config, sc *scenario) ([]Report, Stats) {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Report
+	for _, ev := range sc.events() {
+		out = append(out, c.Push(ev)...)
+	}
+	out = append(out, c.Flush()...)
+	return out, c.Stats()
+}
+
+func one(t *testing.T, sc *scenario) Report {
+	t.Helper()
+	rs, _ := run(t, Config{}, sc)
+	if len(rs) != 1 {
+		t.Fatalf("%d reports, want 1", len(rs))
+	}
+	return rs[0]
+}
+
+func expect(t *testing.T, r Report, class Class, conf Confidence) {
+	t.Helper()
+	if r.Cause.Class != class || r.Cause.Confidence != conf {
+		t.Errorf("%s/%s, want %s/%s: %s (%s)", r.Cause.Class, r.Cause.Confidence, class, conf, r.Cause.Summary, r.Cause.Note)
+	}
+}
+
+// The mixed-run guard at its smallest: the request's own connection is
+// healthy while another connection of the same process loses everything.
+func TestExactBindingBeatsALossyNeighbour(t *testing.T) {
+	sc := newScenario("t", "")
+	slow := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.3:80", 100*time.Microsecond)
+	lossy := sc.conn(2, 10, "app", "10.0.0.1:1002", "10.0.0.2:80", 100*time.Microsecond)
+	slow.handshake(0, 5)
+	lossy.handshake(0, 6)
+	slow.bind(1000, 5, event.BindHTTPRoundTrip)
+	slow.act(1000.1, 5, true)
+	lossy.bind(1000, 6, event.BindHTTPRoundTrip)
+	lossy.act(1000.1, 6, true)
+	lossy.blackhole(1000.1, 2000)
+	sc.deadline(10, "app", 1000, 500, 5, at)
+	r := one(t, sc)
+	expect(t, r, ClassSlowPeer, Exact)
+	if len(r.Cause.Connections) != 1 || r.Cause.Connections[0].Cookie != 1 {
+		t.Errorf("connections %+v, want only the bound socket", r.Cause.Connections)
+	}
+}
+
+// Without bindings, several candidates yield only what they all show.
+func TestAmbiguousCandidatesYieldOnlyAgreement(t *testing.T) {
+	trouble := map[string]func(c *conn, ms float64){
+		"rto":     func(c *conn, ms float64) { c.blackhole(ms, ms+500) },
+		"zero":    func(c *conn, ms float64) { c.tcp(ms+200, event.TCPZeroWindow, sndWnd(0)) },
+		"healthy": func(c *conn, ms float64) {},
+	}
+	for _, tc := range []struct {
+		a, b string
+		want Class
+	}{
+		{"rto", "rto", ClassRTO},
+		{"rto", "zero", ClassUnknown},
+		{"rto", "healthy", ClassUnknown},
+		{"healthy", "rto", ClassUnknown},
+		{"healthy", "healthy", ClassSlowPeer},
+	} {
+		sc := newScenario("t", "")
+		a := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+		b := sc.conn(2, 10, "app", "10.0.0.1:1002", "10.0.0.3:80", 100*time.Microsecond)
+		a.act(1000, 0, true)
+		b.act(1001, 0, true)
+		trouble[tc.a](a, 1000)
+		trouble[tc.b](b, 1001)
+		sc.deadline(10, "app", 1000, 800, 0, "", noDetail())
+		r := one(t, sc)
+		if r.Cause.Class != tc.want || r.Cause.Confidence != Ambiguous || len(r.Cause.Connections) != 2 {
+			t.Errorf("%s + %s: %s/%s with %d connections, want %s/ambiguous with 2: %s",
+				tc.a, tc.b, r.Cause.Class, r.Cause.Confidence, len(r.Cause.Connections), tc.want, r.Cause.Summary)
+		}
+	}
+}
+
+// Each connection's class is its most specific trouble; resets and errors
+// after the expiry, and resets this host sends, are no cause.
+func TestConnectionClass(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		add   func(c *conn)
+		class Class
+	}{
+		{"healthy", func(c *conn) {}, ClassSlowPeer},
+		{"rto beats tlp and fast retransmit", func(c *conn) {
+			c.tcp(1100, event.TCPTLP)
+			c.tcp(1150, event.TCPFastRetransmit)
+			c.tcp(1300, event.TCPRTO)
+		}, ClassRTO},
+		{"tlp alone", func(c *conn) { c.tcp(1200, event.TCPTLP) }, ClassTLP},
+		{"rack retransmit counts as fast", func(c *conn) { c.tcp(1200, event.TCPRetransmit) }, ClassFastRetransmit},
+		{"zero window beats fast retransmit", func(c *conn) {
+			c.tcp(1100, event.TCPFastRetransmit)
+			c.tcp(1200, event.TCPZeroWindow)
+		}, ClassZeroWindow},
+		{"reset received", func(c *conn) { c.tcp(1200, event.TCPResetReceived) }, ClassReset},
+		{"ECONNRESET", func(c *conn) { c.tcp(1200, event.TCPSocketError, errno(syscall.ECONNRESET)) }, ClassReset},
+		{"ETIMEDOUT on an established socket", func(c *conn) { c.tcp(1200, event.TCPSocketError, errno(syscall.ETIMEDOUT)) }, ClassRTO},
+		{"reset in SYN_SENT is refused", func(c *conn) { c.tcp(1200, event.TCPResetReceived, state(synSent)) }, ClassRefused},
+		{"reset beats refused", func(c *conn) {
+			c.tcp(1100, event.TCPResetReceived, state(synSent))
+			c.tcp(1200, event.TCPResetReceived)
+		}, ClassReset},
+		{"EHOSTUNREACH connect is refused", func(c *conn) {
+			c.tcp(1200, event.TCPConnectFailed, state(closed), errno(syscall.EHOSTUNREACH))
+		}, ClassRefused},
+		{"reset sent is no cause", func(c *conn) { c.tcp(1300, event.TCPResetSent) }, ClassSlowPeer},
+		{"reset after the expiry is no cause", func(c *conn) { c.tcp(1550, event.TCPResetReceived) }, ClassSlowPeer},
+		{"rto in the grace window counts", func(c *conn) { c.tcp(1700, event.TCPRTO) }, ClassRTO},
+		{"rto after the grace window does not", func(c *conn) { c.tcp(1800, event.TCPRTO) }, ClassSlowPeer},
+		{"rto just before creation counts (slack)", func(c *conn) { c.tcp(960, event.TCPRTO) }, ClassRTO},
+		{"rto well before creation does not", func(c *conn) { c.tcp(900, event.TCPRTO) }, ClassSlowPeer},
+		{"syn retransmit", func(c *conn) { c.tcp(1200, event.TCPSynRetransmit) }, ClassSynTimeout},
+		{"connect ETIMEDOUT", func(c *conn) {
+			c.tcp(1200, event.TCPConnectFailed, state(closed), errno(syscall.ETIMEDOUT))
+		}, ClassSynTimeout},
+		{"abort after a SYN retry", func(c *conn) {
+			c.tcp(1501, event.TCPConnectAborted, state(closed), retrans(1))
+		}, ClassSynTimeout},
+		{"abort before any SYN retry", func(c *conn) {
+			c.tcp(1000.1, event.TCPConnect)
+			c.tcp(1501, event.TCPConnectAborted, state(closed))
+		}, ClassUnknown},
+		{"handshake still pending", func(c *conn) { c.tcp(1000.1, event.TCPConnect) }, ClassUnknown},
+		{"other socket error", func(c *conn) { c.tcp(1200, event.TCPSocketError, errno(syscall.ENOBUFS)) }, ClassUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScenario("t", "")
+			c := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+			c.tcp(0, event.TCPEstablished)
+			c.bind(1000.01, 5, event.BindHTTPRoundTrip)
+			tc.add(c)
+			sc.deadline(10, "app", 1000, 500, 5, at)
+			r := one(t, sc)
+			expect(t, r, tc.class, Exact)
+			if tc.class == ClassUnknown && r.Cause.Summary == "" {
+				t.Error("unknown without a reason")
+			}
+		})
+	}
+}
+
+// A socket whose first sign of life is after the expiry (the application's
+// retry) cannot be what the request waited on.
+func TestCandidatesMustBeInUseBeforeTheExpiry(t *testing.T) {
+	sc := newScenario("t", "")
+	a := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.3:80", 100*time.Microsecond)
+	b := sc.conn(2, 10, "app", "10.0.0.1:1002", "10.0.0.3:80", 100*time.Microsecond)
+	a.act(1000, 0, true)
+	b.handshake(1500.2, 0)
+	b.tcp(1600, event.TCPRTO)
+	sc.deadline(10, "app", 1000, 500, 0, "", noDetail())
+	r := one(t, sc)
+	expect(t, r, ClassSlowPeer, Probable)
+}
+
+func TestLocalNeedsActivityInfo(t *testing.T) {
+	sc := newScenario("t", "")
+	a := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.3:80", 100*time.Microsecond)
+	a.act(0, 0, true)
+	sc.deadline(10, "app", 5000, 300, 7, at)
+	expect(t, one(t, sc), ClassLocal, Probable)
+
+	// The same without the activity producer: TCP events alone say nothing
+	// about I/O that went well.
+	sc = newScenario("t", "")
+	a = sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.3:80", 100*time.Microsecond)
+	a.tcp(0, event.TCPEstablished)
+	sc.deadline(10, "app", 5000, 300, 7, at)
+	r := one(t, sc)
+	expect(t, r, ClassUnknown, None)
+	if r.Cause.Summary != "no binding and no socket activity known for pid 10" {
+		t.Errorf("summary %q", r.Cause.Summary)
+	}
+}
+
+// A goroutine that is not bound while the call probes bind its siblings
+// made no call: local, whatever the siblings' connections suffer.
+func TestCallProbeCoverageMakesUnboundLocal(t *testing.T) {
+	sc := newScenario("t", "")
+	l := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+	l.bind(1000, 6, event.BindHTTPRoundTrip)
+	l.act(1000.1, 6, true)
+	l.blackhole(1000.1, 2000)
+	sc.deadline(10, "app", 1000, 500, 5, at)
+	expect(t, one(t, sc), ClassLocal, Probable)
+}
+
+// Without any kernel event a bound connection's health is unknown: absence
+// of trouble events proves nothing when nobody watched.
+func TestNoKernelEventsNoVerdict(t *testing.T) {
+	sc := newScenario("t", "")
+	c := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 0)
+	c.bind(1000, 5, event.BindHTTPRoundTrip)
+	sc.deadline(10, "app", 1000, 500, 5, at)
+	expect(t, one(t, sc), ClassUnknown, Exact)
+}
+
+// Activity in the collector's form (a TCP event of kind activity) works
+// like a SockActivity.
+func TestTCPActivityEventsCountAsActivity(t *testing.T) {
+	build := func(tcpForm bool) Report {
+		sc := newScenario("t", "")
+		c := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+		if tcpForm {
+			c.actTCP(1000, 5, true)
+		} else {
+			c.act(1000, 5, true)
+		}
+		c.tcp(1200, event.TCPTLP)
+		sc.deadline(10, "app", 1000, 500, 5, at)
+		return one(t, sc)
+	}
+	a, b := build(false), build(true)
+	expect(t, a, ClassTLP, Exact)
+	expect(t, b, ClassTLP, Exact)
+	if a.Cause.Summary != b.Cause.Summary {
+		t.Errorf("%q != %q", a.Cause.Summary, b.Cause.Summary)
+	}
+}
+
+// A sample at t vouches for I/O up to one resolution after it (the window
+// starts 50 ms before the creation: the slack).
+func TestActivityResolution(t *testing.T) {
+	for _, tc := range []struct {
+		actMs float64
+		want  Class
+	}{{40, ClassLocal}, {500, ClassSlowPeer}, {1200, ClassSlowPeer}, {1600, ClassLocal}} {
+		sc := newScenario("t", "")
+		c := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+		c.tcp(0, event.TCPEstablished)
+		c.act(tc.actMs, 0, true)
+		sc.deadline(10, "app", 1100, 300, 5, at)
+		if r := one(t, sc); r.Cause.Class != tc.want {
+			t.Errorf("activity at %v ms, window 1100–1400 ms: %s, want %s", tc.actMs, r.Cause.Class, tc.want)
+		}
+	}
+}
+
+func TestSummaryFormats(t *testing.T) {
+	for _, tc := range []struct {
+		ns   uint64
+		want string
+	}{{81_000, "0.1 ms"}, {300_000_000, "300 ms"}, {9_950_000, "9.9 ms"}, {10_000_000_000, "10 s"}, {12_540_000_000, "12.5 s"}} {
+		if got := fmtDur(tc.ns); got != tc.want {
+			t.Errorf("fmtDur(%d) = %q, want %q", tc.ns, got, tc.want)
+		}
+	}
+	if got := rtoSeq([]rtoAt{{1, 204}, {2, 408}, {3, 408}, {4, 816}}); got != "204→408→816" {
+		t.Errorf("rtoSeq = %q", got)
+	}
+}
+
+func TestClassOrder(t *testing.T) {
+	for i, c := range classOrder {
+		if c.rank() != i {
+			t.Errorf("%s: rank %d, want %d", c, c.rank(), i)
+		}
+	}
+	for _, c := range []Class{ClassRTO, ClassSynTimeout, ClassReset, ClassRefused, ClassZeroWindow, ClassFastRetransmit, ClassTLP} {
+		if !c.Network() {
+			t.Errorf("%s is a network class", c)
+		}
+	}
+	for _, c := range []Class{ClassSlowPeer, ClassLocal, ClassUnknown} {
+		if c.Network() {
+			t.Errorf("%s is no network class", c)
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package correlate
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"syscall"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// evidence is what one socket showed in a window.
+type evidence struct {
+	s           *socket
+	cookie      uint64
+	local, peer netip.AddrPort
+	via         string
+	n           [32]int // TCP events by kind in [lo, hi]
+	supp        int
+	first       uint64
+	last        uint64
+	seen        bool
+	rtos        []rtoAt // the RTO events, in time order, for the summary
+	sent        bool
+	recv        bool
+	// Causal trouble: errors and resets count only up to the expiry. One
+	// that comes after it did not make the request time out (it would
+	// have failed it instead), and the application's own reaction to its
+	// timeout (closing with unread data: a reset sent) is no cause.
+	resetEst, resetSyn        bool
+	errTimedOut, errSynTimed  bool
+	errReset, errRefused      bool
+	errOther                  syscall.Errno
+	connTimedOut              bool
+	connRejected              syscall.Errno
+	abortedRetry, abortedBare bool
+	established               bool
+	snap                      *tcpRec // last record at or before hi with an RTT snapshot
+	state                     *tcpRec // last record at or before hi
+
+	class Class
+	rank  int    // class.rank(), for sorting
+	why   string // for ClassUnknown
+}
+
+type rtoAt struct {
+	mono  uint64
+	rtoMs int64
+}
+
+// examine collects the evidence of the socket in slot i for sp.
+func (c *Correlator) examine(i int32, sp span, via string) *evidence {
+	s := &c.socks[i]
+	e := c.newEvidence()
+	e.s, e.cookie, e.local, e.peer, e.via = s, s.cookie, c.addrs[i].local, c.addrs[i].peer, via
+	// Newest first, stopping once past the window with the snapshots
+	// found: the history is in arrival order, which is time order up to
+	// late events, and those are at most about a grace window late.
+	late := uint64(c.cfg.Grace)
+	for i := s.hist.len() - 1; i >= 0; i-- {
+		r := s.hist.at(i)
+		if r.mono > sp.hi {
+			continue
+		}
+		if r.mono+late < sp.lo && e.snap != nil && e.state != nil {
+			break
+		}
+		// The latest record, the later arrival on a tie.
+		if r.srttUs != 0 || r.rtoUs != 0 {
+			if e.snap == nil || r.mono > e.snap.mono {
+				e.snap = r
+			}
+		}
+		if e.state == nil || r.mono > e.state.mono {
+			e.state = r
+		}
+		if r.mono < sp.lo {
+			continue
+		}
+		e.note(r.mono)
+		if int(r.kind) < len(e.n) {
+			e.n[r.kind]++
+		}
+		e.supp += int(r.suppressed)
+		causal := r.mono <= sp.expiry
+		errno := syscall.Errno(r.errno)
+		switch r.kind {
+		case event.TCPRTO:
+			e.rtos = append(e.rtos, rtoAt{r.mono, int64(r.rtoUs+500) / 1000})
+		case event.TCPEstablished:
+			e.established = true
+		case event.TCPResetReceived:
+			if causal {
+				if r.state == stateSynSent {
+					e.resetSyn = true
+				} else {
+					e.resetEst = true
+				}
+			}
+		case event.TCPConnectFailed:
+			if errno == syscall.ETIMEDOUT {
+				e.connTimedOut = true
+			} else if causal {
+				e.connRejected = errno
+			}
+		case event.TCPConnectAborted:
+			if r.retransmits > 0 {
+				e.abortedRetry = true
+			} else {
+				e.abortedBare = true
+			}
+		case event.TCPSocketError:
+			if !causal {
+				break
+			}
+			switch errno {
+			case syscall.ETIMEDOUT:
+				if r.state == stateSynSent {
+					e.errSynTimed = true
+				} else {
+					e.errTimedOut = true
+				}
+			case syscall.ECONNRESET, syscall.EPIPE:
+				e.errReset = true
+			case syscall.ECONNREFUSED:
+				e.errRefused = true
+			default:
+				e.errOther = errno
+			}
+		}
+	}
+	res := uint64(c.cfg.ActivityResolution)
+	for i := 0; i < s.act.len(); i++ {
+		iv := s.act.at(i)
+		if iv.start <= sp.hi && iv.end+res >= sp.lo {
+			e.sent = e.sent || iv.sent
+			e.recv = e.recv || iv.recv
+			for _, t := range [2]uint64{iv.start, iv.end} {
+				if t >= sp.lo && t <= sp.hi {
+					e.note(t)
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(e.rtos, func(a, b rtoAt) int { return cmp.Compare(a.mono, b.mono) })
+	e.class, e.why = c.verdict(e, sp)
+	return e
+}
+
+const stateSynSent event.TCPState = 2
+
+func (e *evidence) note(t uint64) {
+	if !e.seen || t < e.first {
+		e.first = t
+	}
+	if !e.seen || t > e.last {
+		e.last = t
+	}
+	e.seen = true
+}
+
+// verdict names what the connection shows, most specific first.
+func (c *Correlator) verdict(e *evidence, sp span) (Class, string) {
+	n := &e.n
+	switch {
+	case n[event.TCPRTO] > 0 || e.errTimedOut:
+		return ClassRTO, ""
+	case n[event.TCPSynRetransmit] > 0 || n[event.TCPSynAckRetransmit] > 0 || e.connTimedOut || e.errSynTimed || e.abortedRetry:
+		return ClassSynTimeout, ""
+	case e.resetEst || e.errReset:
+		return ClassReset, ""
+	case e.resetSyn || e.connRejected != 0 || e.errRefused:
+		return ClassRefused, ""
+	case n[event.TCPZeroWindow] > 0:
+		return ClassZeroWindow, ""
+	case n[event.TCPFastRetransmit] > 0 || n[event.TCPRetransmit] > 0:
+		return ClassFastRetransmit, ""
+	case n[event.TCPTLP] > 0:
+		return ClassTLP, ""
+	case e.abortedBare || (e.state != nil && e.state.state == stateSynSent && !e.established):
+		// A SYN unanswered for less than the first SYN retry (1 s) is no
+		// proof of loss: the handshake was still in progress.
+		return ClassUnknown, fmt.Sprintf("the connect to %s was still in its handshake when the deadline expired (no SYN retry yet)", e.peerName())
+	case e.errOther != 0:
+		return ClassUnknown, fmt.Sprintf("the connection to %s failed with %s", e.peerName(), errnoName(e.errOther))
+	case !c.kernelSeen || c.kernelFirst > sp.hi:
+		return ClassUnknown, "no kernel TCP events were recorded, so the connection's health is unknown"
+	}
+	return ClassSlowPeer, ""
+}
+
+func (e *evidence) peerName() string { return peerName(e.peer, e.cookie) }
+
+func peerName(peer netip.AddrPort, cookie uint64) string {
+	if peer.IsValid() {
+		return peer.String()
+	}
+	return fmt.Sprintf("socket %#x", cookie)
+}
+
+func errnoName(e syscall.Errno) string {
+	n := (&event.TCP{Errno: e}).ErrnoName()
+	if n == "" {
+		return "no error"
+	}
+	return n
+}
+
+// newEvidence hands out a zeroed evidence from a pool that lives as long
+// as the correlator: a report over a hundred candidate sockets must not
+// cost a hundred allocations. Valid until the next evaluate.
+func (c *Correlator) newEvidence() *evidence {
+	if c.evUsed == len(c.evPool) {
+		c.evPool = append(c.evPool, new(evidence))
+	}
+	e := c.evPool[c.evUsed]
+	c.evUsed++
+	*e = evidence{rtos: e.rtos[:0]}
+	return e
+}

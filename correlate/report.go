@@ -1,0 +1,139 @@
+package correlate
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// Class is the cause of a timeout, from most to least specific.
+type Class string
+
+// The cause classes. Order matters: when a connection shows several kinds
+// of trouble, the first one in this list names it.
+const (
+	ClassRTO            Class = "rto"             // the retransmission timer fired: data went unacknowledged
+	ClassSynTimeout     Class = "syn_timeout"     // the handshake got no answer (SYN retries, connect ETIMEDOUT)
+	ClassReset          Class = "reset"           // the connection was reset
+	ClassRefused        Class = "refused"         // the connect was refused (RST on SYN, ECONNREFUSED)
+	ClassZeroWindow     Class = "zero_window"     // the peer kept its receive window closed
+	ClassFastRetransmit Class = "fast_retransmit" // losses repaired by fast (or other non-timer) retransmits
+	ClassTLP            Class = "tlp"             // tail loss probes
+	ClassSlowPeer       Class = "slow_peer"       // request sent on a healthy connection, no answer in time
+	ClassLocal          Class = "local"           // no network I/O during the context's life: pool, lock, queue
+	ClassUnknown        Class = "unknown"         // no cause could be established; the note says why
+)
+
+var classOrder = [...]Class{ClassRTO, ClassSynTimeout, ClassReset, ClassRefused, ClassZeroWindow,
+	ClassFastRetransmit, ClassTLP, ClassSlowPeer, ClassLocal, ClassUnknown}
+
+// Network reports whether the class blames the network.
+func (c Class) Network() bool { return c.rank() < ClassSlowPeer.rank() }
+
+// rank is the class's place in classOrder: lower is more specific.
+func (c Class) rank() int {
+	switch c {
+	case ClassRTO:
+		return 0
+	case ClassSynTimeout:
+		return 1
+	case ClassReset:
+		return 2
+	case ClassRefused:
+		return 3
+	case ClassZeroWindow:
+		return 4
+	case ClassFastRetransmit:
+		return 5
+	case ClassTLP:
+		return 6
+	case ClassSlowPeer:
+		return 7
+	case ClassLocal:
+		return 8
+	case ClassUnknown:
+		return 9
+	}
+	return 10
+}
+
+// Confidence says how the connections in a report were tied to the request.
+type Confidence string
+
+// The confidence levels.
+const (
+	// Exact: the connections were bound to the goroutine that created the
+	// deadline, by a probe on its own I/O or on its outbound call.
+	Exact Confidence = "exact"
+	// Probable: inferred from what the process did in the window — a single
+	// candidate connection, or (class local) no network I/O at all.
+	Probable Confidence = "probable"
+	// Ambiguous: several candidate connections; the class is what all of
+	// them show, else unknown.
+	Ambiguous Confidence = "ambiguous"
+	// None: nothing tied the request to a connection (class unknown).
+	None Confidence = "none"
+)
+
+// Report is the correlator's verdict on one expired deadline.
+type Report struct {
+	Deadline event.Deadline `json:"deadline"`
+	Cause    Cause          `json:"cause"`
+}
+
+// Cause explains a timeout.
+type Cause struct {
+	Class      Class      `json:"class"`
+	Confidence Confidence `json:"confidence"`
+	// Summary is one sentence a person can read, e.g. "3 RTOs to
+	// 10.213.0.2:8080, rto 204→408→816 ms, srtt 0.1 ms".
+	Summary string `json:"summary"`
+	// Connections are the candidates the class was drawn from: those with
+	// trouble first (most specific first), then in time order; at most
+	// Config.MaxReportConnections (the note says when some were left out).
+	Connections []Connection `json:"connections"`
+	Window      Window       `json:"window"`
+	// Note says how the verdict was reached (binding source, candidates,
+	// approximations) and why, when the class is unknown.
+	Note string `json:"note,omitempty"`
+}
+
+// Window is the span of the context's life that was searched.
+type Window struct {
+	Start uint64 `json:"start_mono"` // creation, or expiry minus the lookback
+	End   uint64 `json:"end_mono"`   // the expiry
+	// Approximate is true when the creation was not seen (detail probes
+	// off): the window is then the configured lookback before the expiry.
+	Approximate bool `json:"approximate"`
+}
+
+// Connection is one socket that was a candidate, with what it showed in
+// the window (events up to the grace window after the expiry count).
+type Connection struct {
+	Cookie uint64         `json:"cookie"`
+	Local  netip.AddrPort `json:"local"`
+	Peer   netip.AddrPort `json:"peer"`
+	// Class is what this connection alone shows: a network class,
+	// slow_peer when it was healthy, unknown when it cannot tell.
+	Class Class `json:"class"`
+	// Via says how it became a candidate: "binding:<source>" (exact),
+	// "activity" or "tcp" (events of the process in the window).
+	Via string `json:"via"`
+	// Counts are the TCP events in the window by kind name ("rto", ...).
+	Counts     map[string]int `json:"counts,omitempty"`
+	Suppressed int            `json:"suppressed,omitempty"` // events the kernel rate limit dropped
+	Sent       bool           `json:"sent,omitempty"`       // activity: the process sent in the window
+	Received   bool           `json:"received,omitempty"`   // activity: the process received in the window
+	// The socket's last snapshot at or before the end of the window.
+	SRTTUs  int64  `json:"srtt_us"`
+	RTOMs   int64  `json:"rto_ms"`
+	Backoff uint8  `json:"backoff"`
+	State   string `json:"state,omitempty"`
+	// First and last event of the socket in the window: CLOCK_MONOTONIC,
+	// and wall clock derived from the deadline's own pair of clocks.
+	FirstMono uint64    `json:"first_mono,omitempty"`
+	LastMono  uint64    `json:"last_mono,omitempty"`
+	First     time.Time `json:"first,omitzero"`
+	Last      time.Time `json:"last,omitzero"`
+}

@@ -1,0 +1,107 @@
+package correlate
+
+import (
+	"fmt"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// span is what counts for one deadline, in CLOCK_MONOTONIC ns.
+//
+// A connection is a candidate when it was in use in [lo, expiry]: a socket
+// whose first sign of life comes after the expiry (the application's
+// retry, say) cannot have been what the request waited on. Evidence of
+// trouble on a candidate counts in [lo, hi], hi = expiry + grace: an RTO
+// that fires just after the deadline's timer says the data was already
+// unacknowledged before it.
+type span struct {
+	lo, expiry, hi uint64
+}
+
+// window returns the searched window for d, the span of event times that
+// count, and a note when the window is approximate.
+func (c *Correlator) window(d *event.Deadline) (Window, span, string) {
+	grace := uint64(c.cfg.Grace)
+	sp := span{expiry: d.Mono, hi: d.Mono + grace}
+	if d.Detail && d.CreatedMono != 0 && d.CreatedMono <= d.Mono {
+		sp.lo = subSat(d.CreatedMono, uint64(c.cfg.Slack))
+		return Window{Start: d.CreatedMono, End: d.Mono}, sp, ""
+	}
+	sp.lo = subSat(d.Mono, uint64(c.cfg.Lookback))
+	note := fmt.Sprintf("window approximate: the deadline's creation was not seen (detail probes off), so the %v before the expiry were searched", c.cfg.Lookback)
+	if d.Detail {
+		note = fmt.Sprintf("window approximate: the recorded creation time is after the expiry, so the %v before the expiry were searched", c.cfg.Lookback)
+	}
+	return Window{Start: sp.lo, End: d.Mono, Approximate: true}, sp, note
+}
+
+func subSat(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+// activeIn reports whether the socket was in use in [lo, hi]: a TCP event
+// then, or activity that may have been (a sample vouches for up to one
+// resolution after it, since the producer emits at most one per
+// resolution).
+func (c *Correlator) activeIn(s *socket, lo, hi uint64) (tcp, activity bool) {
+	res := uint64(c.cfg.ActivityResolution)
+	if s.lastSeen+res < lo {
+		return false, false // nothing since before the window: the common case for idle sockets
+	}
+	for i := s.act.len() - 1; i >= 0; i-- {
+		if iv := s.act.at(i); iv.start <= hi && iv.end+res >= lo {
+			activity = true
+			break
+		}
+	}
+	for i := s.hist.len() - 1; i >= 0; i-- {
+		if m := s.hist.at(i).mono; m >= lo && m <= hi {
+			tcp = true
+			break
+		}
+	}
+	return tcp, activity
+}
+
+// bound is a socket a goroutine was bound to in a window.
+type bound struct {
+	cookie uint64
+	srcs   uint8 // bit per source
+}
+
+// boundIn returns the sockets goroutine k was bound to in [lo, hi], in the
+// order of their first binding there.
+func (c *Correlator) boundIn(k gkey, lo, hi uint64) []bound {
+	p := c.procs[k.pid]
+	if p == nil {
+		return nil
+	}
+	i, ok := p.gors[k.goid]
+	if !ok {
+		return nil
+	}
+	g := &c.gors[i]
+	var out []bound
+	add := func(b *bindIv) {
+		if b.first > hi || b.last < lo {
+			return
+		}
+		for o := range out {
+			if out[o].cookie == b.cookie {
+				out[o].srcs |= b.srcs
+				return
+			}
+		}
+		out = append(out, bound{cookie: b.cookie, srcs: b.srcs})
+	}
+	for j := 0; j < g.binds.len(); j++ {
+		add(g.binds.at(j))
+	}
+	if g.hasRun {
+		add(&g.run)
+	}
+	return out
+}

@@ -1,0 +1,369 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// FormatName and Version identify the format in the header line.
+const (
+	FormatName = "timeout-tracer-events"
+	Version    = 1
+)
+
+// The type tags of event lines.
+const (
+	TypeTCP      = "tcp"
+	TypeDeadline = "deadline"
+	TypeActivity = "activity"
+	TypeBinding  = "binding"
+)
+
+// Errors a Reader or Writer wraps; match them with errors.Is.
+var (
+	ErrHeader       = errors.New("not a timeout-tracer event recording")
+	ErrVersion      = errors.New("unsupported recording version")
+	ErrBadEvent     = errors.New("bad event")
+	ErrUnencodable  = errors.New("event cannot be encoded")
+	ErrLineTooLong  = errors.New("line too long")
+	errUnknownValue = errors.New("unknown value")
+)
+
+// Header is the first line of a recording.
+type Header struct {
+	Format  string    `json:"format"`
+	Version int       `json:"version"`
+	Host    string    `json:"host,omitempty"`
+	Started time.Time `json:"started"`
+	// Note says what was recorded (a command line, a test scenario).
+	Note string `json:"note,omitempty"`
+}
+
+// line is the union of every event type's fields: one struct decodes any
+// line in a single pass, and fields shared by several types (mono, pid,
+// cookie, local, peer, goid) keep one name and one meaning.
+type line struct {
+	Type string `json:"type"`
+	Mono uint64 `json:"mono"`
+	Time string `json:"time,omitempty"`
+	Kind string `json:"kind,omitempty"`
+
+	PID      uint32 `json:"pid,omitempty"`
+	TID      uint32 `json:"tid,omitempty"`
+	Comm     string `json:"comm,omitempty"`
+	CgroupID uint64 `json:"cgroup_id,omitempty"`
+	NetNS    uint32 `json:"netns,omitempty"`
+	Cookie   uint64 `json:"cookie,omitempty"`
+	Local    string `json:"local,omitempty"`
+	Peer     string `json:"peer,omitempty"`
+	Goid     uint64 `json:"goid,omitempty"`
+
+	State        string `json:"state,omitempty"`
+	OldState     string `json:"old_state,omitempty"`
+	CAState      string `json:"ca_state,omitempty"`
+	SRTT         string `json:"srtt,omitempty"`
+	RTTVar       string `json:"rttvar,omitempty"`
+	RTO          string `json:"rto,omitempty"`
+	Backoff      uint8  `json:"backoff,omitempty"`
+	Retransmits  uint8  `json:"retransmits,omitempty"`
+	Errno        int64  `json:"errno,omitempty"`
+	Error        string `json:"error,omitempty"` // errno's name, for people; readers ignore it
+	Cwnd         uint32 `json:"cwnd,omitempty"`
+	RetransOut   uint32 `json:"retrans_out,omitempty"`
+	LostOut      uint32 `json:"lost_out,omitempty"`
+	TotalRetrans uint32 `json:"total_retrans,omitempty"`
+	SndWnd       uint32 `json:"snd_wnd,omitempty"`
+	Suppressed   uint32 `json:"suppressed,omitempty"`
+	Sent         bool   `json:"sent,omitempty"`
+	Received     bool   `json:"received,omitempty"`
+
+	Ctx          uint64   `json:"ctx,omitempty"`
+	Deadline     string   `json:"deadline,omitempty"`
+	Children     uint64   `json:"children,omitempty"`
+	TraceID      string   `json:"trace_id,omitempty"`
+	SpanID       string   `json:"span_id,omitempty"`
+	TraceSource  string   `json:"trace_source,omitempty"`
+	TraceSampled bool     `json:"trace_sampled,omitempty"`
+	TraceNote    string   `json:"trace_note,omitempty"`
+	Detail       bool     `json:"detail,omitempty"`
+	CreatedMono  uint64   `json:"created_mono,omitempty"`
+	Created      string   `json:"created,omitempty"`
+	CreatedPC    uint64   `json:"created_pc,omitempty"`
+	CreatedAt    string   `json:"created_at,omitempty"`
+	CreatedStack []string `json:"created_stack,omitempty"`
+	CreatedGoid  uint64   `json:"created_goid,omitempty"`
+
+	Source string `json:"source,omitempty"`
+}
+
+// toLine fills l (reset by the caller) from an event.
+func toLine(ev event.Any, l *line) error {
+	var err error
+	switch e := ev.(type) {
+	case *event.TCP:
+		if !e.Kind.Valid() {
+			return fmt.Errorf("tcp kind %d: %w", uint8(e.Kind), ErrUnencodable)
+		}
+		*l = line{
+			Type: TypeTCP, Mono: e.Mono, Kind: e.Kind.String(),
+			PID: e.PID, Comm: e.Comm, CgroupID: e.CgroupID, NetNS: e.NetNS, Cookie: e.Cookie,
+			Local: addrString(e.Local), Peer: addrString(e.Peer), Goid: e.Goid,
+			State: stateString(e.State), OldState: stateString(e.OldState), CAState: caString(e.CAState),
+			SRTT: durString(e.SRTT), RTTVar: durString(e.RTTVar), RTO: durString(e.RTO),
+			Backoff: e.Backoff, Retransmits: e.Retransmits, Errno: int64(e.Errno), Error: e.ErrnoName(),
+			Cwnd: e.Cwnd, RetransOut: e.RetransOut, LostOut: e.LostOut, TotalRetrans: e.TotalRetrans,
+			SndWnd: e.SndWnd, Suppressed: e.Suppressed, Sent: e.Sent,
+		}
+		l.Time, err = timeString(e.Time)
+	case *event.Deadline:
+		if e.Kind != 0 && e.Kind != event.TimerFired && e.Kind != event.ExpiredAtCreation {
+			return fmt.Errorf("deadline kind %d: %w", uint8(e.Kind), ErrUnencodable)
+		}
+		*l = line{
+			Type: TypeDeadline, Mono: e.Mono, PID: e.PID, TID: e.TID, Comm: e.Comm, Goid: e.Goid,
+			Ctx: e.Ctx, Children: e.Children,
+			TraceID: e.TraceID, SpanID: e.SpanID, TraceSource: e.TraceSource, TraceSampled: e.TraceSampled, TraceNote: e.TraceNote,
+			Detail: e.Detail, CreatedMono: e.CreatedMono, CreatedPC: e.CreatedPC, CreatedAt: e.CreatedAt,
+			CreatedStack: e.CreatedStack, CreatedGoid: e.CreatedGoid,
+		}
+		if e.Kind != 0 {
+			l.Kind = e.Kind.String()
+		}
+		var err2, err3 error
+		l.Time, err = timeString(e.Time)
+		l.Deadline, err2 = timeString(e.Deadline)
+		l.Created, err3 = timeString(e.Created)
+		err = errors.Join(err, err2, err3)
+	case *event.SockActivity:
+		*l = line{
+			Type: TypeActivity, Mono: e.Mono, PID: e.PID, Cookie: e.Cookie,
+			Local: addrString(e.Local), Peer: addrString(e.Peer), Goid: e.Goid, Sent: e.Sent, Received: e.Received,
+		}
+	case *event.Binding:
+		*l = line{Type: TypeBinding, Mono: e.Mono, PID: e.PID, Goid: e.Goid, Cookie: e.Cookie, Source: e.Source}
+	case nil:
+		return fmt.Errorf("nil event: %w", ErrUnencodable)
+	default:
+		return fmt.Errorf("event type %T: %w", ev, ErrUnencodable)
+	}
+	return err
+}
+
+// fromLine turns a decoded line into an event, validating what JSON cannot.
+func fromLine(l *line) (event.Any, error) {
+	var errs []error
+	check := func(field string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+		}
+	}
+	var ev event.Any
+	switch l.Type {
+	case TypeTCP:
+		e := &event.TCP{
+			Mono: l.Mono, PID: l.PID, Comm: l.Comm, CgroupID: l.CgroupID, NetNS: l.NetNS, Cookie: l.Cookie,
+			Goid: l.Goid, Backoff: l.Backoff, Retransmits: l.Retransmits, Errno: syscall.Errno(l.Errno),
+			Cwnd: l.Cwnd, RetransOut: l.RetransOut, LostOut: l.LostOut, TotalRetrans: l.TotalRetrans,
+			SndWnd: l.SndWnd, Suppressed: l.Suppressed, Sent: l.Sent,
+		}
+		var err error
+		e.Kind, err = event.ParseTCPKind(l.Kind)
+		check("kind", err)
+		e.Time, err = parseTime(l.Time)
+		check("time", err)
+		e.Local, err = parseAddr(l.Local)
+		check("local", err)
+		e.Peer, err = parseAddr(l.Peer)
+		check("peer", err)
+		e.State, err = parseState(l.State)
+		check("state", err)
+		e.OldState, err = parseState(l.OldState)
+		check("old_state", err)
+		e.CAState, err = parseCA(l.CAState)
+		check("ca_state", err)
+		e.SRTT, err = parseDur(l.SRTT)
+		check("srtt", err)
+		e.RTTVar, err = parseDur(l.RTTVar)
+		check("rttvar", err)
+		e.RTO, err = parseDur(l.RTO)
+		check("rto", err)
+		ev = e
+	case TypeDeadline:
+		e := &event.Deadline{
+			Mono: l.Mono, PID: l.PID, TID: l.TID, Comm: l.Comm, Goid: l.Goid, Ctx: l.Ctx, Children: l.Children,
+			TraceID: l.TraceID, SpanID: l.SpanID, TraceSource: l.TraceSource, TraceSampled: l.TraceSampled, TraceNote: l.TraceNote,
+			Detail: l.Detail, CreatedMono: l.CreatedMono, CreatedPC: l.CreatedPC, CreatedAt: l.CreatedAt,
+			CreatedStack: l.CreatedStack, CreatedGoid: l.CreatedGoid,
+		}
+		var err error
+		e.Kind, err = parseExpiry(l.Kind)
+		check("kind", err)
+		e.Time, err = parseTime(l.Time)
+		check("time", err)
+		e.Deadline, err = parseTime(l.Deadline)
+		check("deadline", err)
+		e.Created, err = parseTime(l.Created)
+		check("created", err)
+		ev = e
+	case TypeActivity:
+		e := &event.SockActivity{Mono: l.Mono, PID: l.PID, Cookie: l.Cookie, Goid: l.Goid, Sent: l.Sent, Received: l.Received}
+		var err error
+		e.Local, err = parseAddr(l.Local)
+		check("local", err)
+		e.Peer, err = parseAddr(l.Peer)
+		check("peer", err)
+		ev = e
+	case TypeBinding:
+		ev = &event.Binding{Mono: l.Mono, PID: l.PID, Goid: l.Goid, Cookie: l.Cookie, Source: l.Source}
+	case "":
+		return nil, fmt.Errorf("no type: %w", ErrBadEvent)
+	default:
+		return nil, fmt.Errorf("type %q: %w", l.Type, errors.Join(ErrBadEvent, errUnknownValue))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s event: %w", l.Type, errors.Join(ErrBadEvent, errors.Join(errs...)))
+	}
+	return ev, nil
+}
+
+func addrString(a netip.AddrPort) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+func parseAddr(s string) (netip.AddrPort, error) {
+	if s == "" {
+		return netip.AddrPort{}, nil
+	}
+	return netip.ParseAddrPort(s)
+}
+
+// Times are written in UTC; only years 0–9999 have an RFC 3339 form.
+func timeString(t time.Time) (string, error) {
+	if t.IsZero() {
+		return "", nil
+	}
+	if y := t.Year(); y < 0 || y > 9999 {
+		return "", fmt.Errorf("time %v: year outside RFC 3339: %w", t, ErrUnencodable)
+	}
+	return t.UTC().Format(time.RFC3339Nano), nil
+}
+
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return t.UTC(), nil
+}
+
+func durString(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func parseDur(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// States are written by name; a number the kernel may add later keeps the
+// "state(N)" form String gives it, so nothing is lost.
+func stateString(s event.TCPState) string {
+	if s == 0 {
+		return ""
+	}
+	return s.String()
+}
+
+func parseState(s string) (event.TCPState, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if n, ok := parseNumbered(s, "state("); ok {
+		return event.TCPState(n), nil
+	}
+	// Named states are numbered from 1 without gaps: stop at the first
+	// unnamed one.
+	for v := event.TCPState(1); v != 0; v++ {
+		name := v.String()
+		if name == s {
+			return v, nil
+		}
+		if strings.HasPrefix(name, "state(") {
+			break
+		}
+	}
+	return 0, fmt.Errorf("tcp state %q: %w", s, errUnknownValue)
+}
+
+func caString(s event.CAState) string {
+	if s == 0 {
+		return ""
+	}
+	return s.String()
+}
+
+func parseCA(s string) (event.CAState, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if n, ok := parseNumbered(s, "ca("); ok {
+		return event.CAState(n), nil
+	}
+	for v := event.CAState(0); ; v++ {
+		name := v.String()
+		if name == s {
+			return v, nil
+		}
+		if strings.HasPrefix(name, "ca(") || v == 255 {
+			break
+		}
+	}
+	return 0, fmt.Errorf("ca state %q: %w", s, errUnknownValue)
+}
+
+// parseNumbered parses "prefixN)" with N in 0..255.
+func parseNumbered(s, prefix string) (uint8, bool) {
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok {
+		return 0, false
+	}
+	num, ok := strings.CutSuffix(rest, ")")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 8)
+	if err != nil || strconv.FormatUint(n, 10) != num {
+		return 0, false
+	}
+	return uint8(n), true
+}
+
+func parseExpiry(s string) (event.ExpiryKind, error) {
+	switch s {
+	case "":
+		return 0, nil
+	case event.TimerFired.String():
+		return event.TimerFired, nil
+	case event.ExpiredAtCreation.String():
+		return event.ExpiredAtCreation, nil
+	}
+	return 0, fmt.Errorf("expiry kind %q: %w", s, errUnknownValue)
+}
