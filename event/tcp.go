@@ -12,7 +12,7 @@ import (
 )
 
 // TCPKind says what happened on a socket. The numbers match enum tt_tcp_kind
-// in bpf/include/tcp_event.h and are part of the recorded event format.
+// in bpf/include/tcp_event.h (recorded files use the names, see String).
 type TCPKind uint8
 
 // The TCP event kinds.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
 )
 
@@ -36,6 +37,9 @@ type TimeoutJSON struct {
 	TraceSource  string   `json:"trace_source"` // otel_context, http_traceparent, or "" when none
 	TraceSampled bool     `json:"trace_sampled,omitempty"`
 	TraceNote    string   `json:"trace_note,omitempty"` // why there is no trace ID
+	// Cause is what the network (or the process) did to the request: the
+	// correlator's verdict. Absent when only the Go side was traced.
+	Cause *correlate.Cause `json:"cause,omitempty"`
 }
 
 // NewTimeoutJSON maps an expired deadline to its JSON form.
@@ -77,6 +81,15 @@ func ms(d time.Duration) *float64 {
 	return &v
 }
 
+// NewReportJSON maps a correlated report to its JSON form: the timeout's
+// fields plus cause.
+func NewReportJSON(r *correlate.Report) TimeoutJSON {
+	j := NewTimeoutJSON(&r.Deadline)
+	c := r.Cause
+	j.Cause = &c
+	return j
+}
+
 // DetailJSON is the line printed when the detail probes are switched.
 type DetailJSON struct {
 	Time   string `json:"time"`
@@ -98,6 +111,22 @@ type TimeoutWriter struct {
 // NewTimeoutWriter returns a writer for the format.
 func NewTimeoutWriter(w io.Writer, f Format) *TimeoutWriter {
 	return &TimeoutWriter{format: f, w: w, enc: json.NewEncoder(w)}
+}
+
+// WriteReport writes one correlated report.
+func (w *TimeoutWriter) WriteReport(r *correlate.Report) error {
+	if w.format == FormatJSON {
+		return w.enc.Encode(NewReportJSON(r))
+	}
+	if err := w.Write(&r.Deadline); err != nil {
+		return err
+	}
+	trace := r.Deadline.TraceID
+	if trace == "" {
+		trace = "-"
+	}
+	_, err := fmt.Fprintf(w.w, "              trace %s  cause %s (%s): %s\n", trace, r.Cause.Class, r.Cause.Confidence, r.Cause.Summary)
+	return err
 }
 
 // Write writes one report.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,7 @@ import (
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/internal/adaptive"
+	"github.com/timeout-tracer/tracer/internal/pipeline"
 )
 
 type traceFlags struct {
@@ -83,91 +85,66 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-	probes, err := collector.StartGo(collector.GoConfig{PID: f.pid, Logger: log})
+	stderr := cmd.ErrOrStderr()
+	w := export.NewTimeoutWriter(cmd.OutOrStdout(), format)
+	pid := uint32(f.pid)
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Logger: log}, pipeline.Sink{
+		Report: w.WriteReport,
+		Detail: func(t time.Time, on bool, reason string) error { return w.WriteDetail(t, pid, on, reason) },
+	})
 	if err != nil {
 		return err
 	}
-	defer probes.Close()
-	stderr := cmd.ErrOrStderr()
-
-	w := export.NewTimeoutWriter(cmd.OutOrStdout(), format)
-	pid := uint32(f.pid)
-	setDetail := func(on bool, reason string) error {
-		if err := probes.SetDetail(on); err != nil {
-			return fmt.Errorf("switch detail probes: %w", err)
-		}
-		log.Info("detail probes switched", "pid", f.pid, "on", on, "reason", reason)
-		return w.WriteDetail(time.Now(), pid, on, reason)
-	}
-	ctl := adaptive.New(f.policy)
-	if f.detail == "always" {
-		if err := setDetail(true, "--detail=always"); err != nil {
-			return err
-		}
-	}
+	defer p.Close()
 	// Said once everything the mode asks for is attached: tests and
 	// scripts wait for this line.
-	bin := probes.Binary()
-	fmt.Fprintf(stderr, "tracing pid %d (%s, %s, %s): deadline expiries, detail %s\n", f.pid, bin.ExePath, bin.GoVersion, bin.Arch, f.detail)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var dropped uint64
-	for {
-		select {
-		case d, ok := <-probes.Events():
-			if !ok {
-				return errors.New("event stream ended unexpectedly")
-			}
-			if err := w.Write(&d); err != nil {
-				return fmt.Errorf("write report: %w", err)
-			}
-			if f.detail == "auto" && ctl.Observe(time.Now()) {
-				if err := setDetail(true, fmt.Sprintf("%d expiries within %v", f.policy.Threshold, f.policy.Window)); err != nil {
-					return err
-				}
-			}
-		case <-tick.C:
-			if f.detail == "auto" && ctl.Tick(time.Now()) {
-				if err := setDetail(false, fmt.Sprintf("no expiry for %v", f.policy.Quiet)); err != nil {
-					return err
-				}
-			}
-			dropped = warnDropped(stderr, probes, dropped)
-		case <-exited:
-			drain(probes, w)
-			warnDropped(stderr, probes, dropped)
-			fmt.Fprintf(stderr, "process %d exited; stopping\n", f.pid)
-			return nil
-		case <-ctx.Done():
-			warnDropped(stderr, probes, dropped)
-			return nil
-		}
+	bin := p.Probes().Binary()
+	fmt.Fprintf(stderr, "tracing pid %d (%s, %s, %s): deadline expiries and TCP, detail %s\n", f.pid, bin.ExePath, bin.GoVersion, bin.Arch, f.detail)
+	stop := watchLosses(stderr, p.Probes(), p.TCP())
+	defer stop()
+	err = p.Run(ctx, exited)
+	select {
+	case <-exited:
+		fmt.Fprintf(stderr, "process %d exited; stopping\n", f.pid)
+	default:
 	}
+	return err
 }
 
-// drain writes the reports still queued when the target exited.
-func drain(p *collector.GoProbes, w *export.TimeoutWriter) {
-	deadline := time.After(200 * time.Millisecond)
-	for {
-		select {
-		case d, ok := <-p.Events():
-			if !ok {
+// watchLosses prints a warning line whenever either ring buffer lost
+// events, until the returned stop is called (which checks once more).
+func watchLosses(stderr io.Writer, g *collector.GoProbes, t *collector.TCP) (stop func()) {
+	var goLost, tcpLost uint64
+	check := func() {
+		if s, err := g.Stats(); err == nil && s.Dropped > goLost {
+			fmt.Fprintf(stderr, "warning: %d expiry reports lost (ring buffer full)\n", s.Dropped-goLost)
+			goLost = s.Dropped
+		}
+		if s, err := t.Stats(); err == nil && s.Lost > tcpLost {
+			fmt.Fprintf(stderr, "warning: %d kernel TCP events lost (ring buffer full): network causes may be incomplete\n", s.Lost-tcpLost)
+			tcpLost = s.Lost
+		}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				check()
+			case <-done:
 				return
 			}
-			w.Write(&d)
-		case <-deadline:
-			return
 		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		check()
 	}
-}
-
-func warnDropped(stderr interface{ Write([]byte) (int, error) }, p *collector.GoProbes, seen uint64) uint64 {
-	s, err := p.Stats()
-	if err != nil || s.Dropped <= seen {
-		return seen
-	}
-	fmt.Fprintf(stderr, "warning: %d expiry reports lost (ring buffer full)\n", s.Dropped-seen)
-	return s.Dropped
 }
 
 func contains(list []string, s string) bool {

@@ -33,11 +33,12 @@ type labRun struct {
 	client, server []labLine
 	reports        []export.TimeoutJSON
 	stderr         string
+	stderrBuf      *bytes.Buffer
 }
 
 // runLab starts the server, then the client paused (-wait); traces the
 // client (traceServer false) or the server; releases the client and waits.
-func runLab(t *testing.T, serverArgs, clientArgs []string, traceServer bool, traceArgs ...string) labRun {
+func runLab(t *testing.T, serverArgs, clientArgs []string, traceServer bool, during func(*netlab.Pair), traceArgs ...string) labRun {
 	t.Helper()
 	p := netlab.NewPair(t)
 	lab := testprog.Path(t, "labapp")
@@ -94,6 +95,7 @@ func runLab(t *testing.T, serverArgs, clientArgs []string, traceServer bool, tra
 		time.Sleep(20 * time.Millisecond)
 	}
 	var run labRun
+	run.stderrBuf = &stderr
 	reports := make(chan []export.TimeoutJSON)
 	go func() {
 		var rs []export.TimeoutJSON
@@ -107,6 +109,9 @@ func runLab(t *testing.T, serverArgs, clientArgs []string, traceServer bool, tra
 		reports <- rs
 	}()
 	io.WriteString(stdin, "go\n")
+	if during != nil {
+		go during(p)
+	}
 	sc := bufio.NewScanner(cbr)
 	for sc.Scan() {
 		var l labLine
@@ -274,10 +279,10 @@ const labTarget = "SERVER:8080"
 
 // runLabProto traces the client against a server at the pair's address.
 func runLabProto(t *testing.T, proto string, server, client []string, traceArgs ...string) labRun {
-	return runLab(t, server, append([]string{"client", "-proto", proto, "-target", labTarget}, client...), false, traceArgs...)
+	return runLab(t, server, append([]string{"client", "-proto", proto, "-target", labTarget}, client...), false, nil, traceArgs...)
 }
 
 // runLabProtoServer traces the server.
 func runLabProtoServer(t *testing.T, server, client []string, traceArgs ...string) labRun {
-	return runLab(t, server, append([]string{"client", "-target", labTarget}, client...), true, traceArgs...)
+	return runLab(t, server, append([]string{"client", "-target", labTarget}, client...), true, nil, traceArgs...)
 }

@@ -1,0 +1,240 @@
+// Package pipeline joins the kernel TCP collector and the Go deadline
+// probes of one process into a single time-ordered event stream, and feeds
+// it to the correlator (and, when recording, to a file). It owns the
+// adaptive detail tier. cmd/tracer's trace and record commands use it.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/correlate"
+	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/internal/adaptive"
+)
+
+// Config says what to trace and how.
+type Config struct {
+	PID int
+	// Detail is "auto", "always" or "never".
+	Detail string
+	Policy adaptive.Policy
+	// Activity is the kernel activity interval: how finely the process's
+	// socket use (and the goroutine doing it) is sampled. 0 means 1 s.
+	Activity time.Duration
+	Logger   *slog.Logger
+}
+
+// Sink receives what the pipeline produces, in order.
+type Sink struct {
+	// Event, if set, gets every event of the merged stream (recording).
+	Event func(event.Any) error
+	// Report, if set, gets every correlated report.
+	Report func(*correlate.Report) error
+	// Detail gets each switch of the detail tier.
+	Detail func(t time.Time, on bool, reason string) error
+}
+
+// Pipeline is one traced process: both collectors, the merge, the
+// correlator. Close it once.
+type Pipeline struct {
+	cfg   Config
+	log   *slog.Logger
+	tcp   *collector.TCP
+	goP   *collector.GoProbes
+	corr  *correlate.Correlator
+	ctl   *adaptive.Controller
+	buf   []event.Any
+	sink  Sink
+	drops uint64
+}
+
+// reorder is how long events wait to be merged: the two ring buffers are
+// read on their own schedules (each polls within 100 ms).
+const reorder = 250 * time.Millisecond
+
+// Start attaches everything. On error nothing is left attached.
+func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Activity == 0 {
+		cfg.Activity = time.Second
+	}
+	p := &Pipeline{cfg: cfg, log: cfg.Logger, ctl: adaptive.New(cfg.Policy), sink: sink}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	if p.goP, err = collector.StartGo(collector.GoConfig{PID: cfg.PID, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if p.tcp, err = collector.StartTCP(collector.Config{PID: uint32(cfg.PID), Lifecycle: true,
+		ActivityInterval: cfg.Activity, Logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
+	}
+	if off, err := p.goP.Binary().FieldOffset("runtime.g", "goid"); err == nil {
+		if err := p.tcp.RegisterGoProcess(uint32(cfg.PID), uint32(off)); err != nil {
+			return nil, err
+		}
+	}
+	ccfg := correlate.DefaultConfig()
+	ccfg.ActivityResolution = cfg.Activity
+	if p.corr, err = correlate.New(ccfg); err != nil {
+		return nil, err
+	}
+	if cfg.Detail == "always" {
+		if err := p.setDetail(true, "--detail=always"); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Probes is the Go side, for its binary and counters.
+func (p *Pipeline) Probes() *collector.GoProbes { return p.goP }
+
+// TCP is the kernel side, for its counters.
+func (p *Pipeline) TCP() *collector.TCP { return p.tcp }
+
+func (p *Pipeline) setDetail(on bool, reason string) error {
+	if err := p.goP.SetDetail(on); err != nil {
+		return fmt.Errorf("switch detail probes: %w", err)
+	}
+	p.log.Info("detail probes switched", "pid", p.cfg.PID, "on", on, "reason", reason)
+	if p.sink.Detail != nil {
+		return p.sink.Detail(time.Now(), on, reason)
+	}
+	return nil
+}
+
+// Run merges and correlates until ctx ends or the process exits (exited
+// closes), then drains what is buffered and flushes the correlator.
+func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	tcpEvents, goEvents := p.tcp.Events(), p.goP.Events()
+	for {
+		select {
+		case ev, ok := <-tcpEvents:
+			if !ok {
+				return errors.New("kernel event stream ended unexpectedly")
+			}
+			p.buf = append(p.buf, &ev)
+		case d, ok := <-goEvents:
+			if !ok {
+				return errors.New("deadline event stream ended unexpectedly")
+			}
+			p.buf = append(p.buf, &d)
+			if p.cfg.Detail == "auto" && p.ctl.Observe(time.Now()) {
+				if err := p.setDetail(true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window)); err != nil {
+					return err
+				}
+			}
+		case <-tick.C:
+			if p.cfg.Detail == "auto" && p.ctl.Tick(time.Now()) {
+				if err := p.setDetail(false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet)); err != nil {
+					return err
+				}
+			}
+			if err := p.release(monoNow() - uint64(reorder)); err != nil {
+				return err
+			}
+		case <-exited:
+			return p.finish(tcpEvents, goEvents)
+		case <-ctx.Done():
+			return p.finish(tcpEvents, goEvents)
+		}
+	}
+}
+
+// finish takes what the ring buffers still hold (one poll interval), then
+// releases everything and flushes the correlator's pending deadlines.
+func (p *Pipeline) finish(tcpEvents <-chan event.TCP, goEvents <-chan event.Deadline) error {
+	end := time.After(2 * reorder)
+	for {
+		select {
+		case ev, ok := <-tcpEvents:
+			if ok {
+				p.buf = append(p.buf, &ev)
+			}
+		case d, ok := <-goEvents:
+			if ok {
+				p.buf = append(p.buf, &d)
+			}
+		case <-end:
+			if err := p.release(^uint64(0)); err != nil {
+				return err
+			}
+			return p.emit(p.corr.Flush())
+		}
+	}
+}
+
+// release hands the buffered events up to mono to the sinks in time order.
+func (p *Pipeline) release(upTo uint64) error {
+	slices.SortStableFunc(p.buf, func(a, b event.Any) int {
+		ma, mb := a.MonoTime(), b.MonoTime()
+		switch {
+		case ma < mb:
+			return -1
+		case ma > mb:
+			return 1
+		}
+		return 0
+	})
+	n := 0
+	for ; n < len(p.buf) && p.buf[n].MonoTime() <= upTo; n++ {
+		ev := p.buf[n]
+		if p.sink.Event != nil {
+			if err := p.sink.Event(ev); err != nil {
+				return err
+			}
+		}
+		if p.sink.Report != nil {
+			if err := p.emit(p.corr.Push(ev)); err != nil {
+				return err
+			}
+		}
+	}
+	p.buf = append(p.buf[:0], p.buf[n:]...)
+	if p.sink.Report != nil && upTo != ^uint64(0) {
+		return p.emit(p.corr.Advance(upTo))
+	}
+	return nil
+}
+
+func (p *Pipeline) emit(rs []correlate.Report) error {
+	for i := range rs {
+		if err := p.sink.Report(&rs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close detaches both collectors.
+func (p *Pipeline) Close() error {
+	var errs []error
+	if p.tcp != nil {
+		errs = append(errs, p.tcp.Close())
+	}
+	if p.goP != nil {
+		errs = append(errs, p.goP.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
