@@ -57,10 +57,7 @@ kmatrix: ## boot Debian's kernels (6.1, 6.12; amd64, arm64) under qemu + the hos
 	$(GO) run ./internal/kmatrix $(KMATRIXFLAGS)
 
 fuzz: ## run each fuzzer for FUZZTIME (default 60s)
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTCP$$' -fuzztime $${FUZZTIME:-60s} ./collector/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDeadline$$' -fuzztime $${FUZZTIME:-60s} ./collector/
-	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime $${FUZZTIME:-60s} ./gobin/
-	$(GO) test -run '^$$' -fuzz '^FuzzOpenPatched$$' -fuzztime $${FUZZTIME:-60s} ./gobin/
+	FUZZTIME=$${FUZZTIME:-60s} .ci/fuzz
 
 clean:
 	rm -rf bin
