@@ -40,6 +40,13 @@ type labRun struct {
 // client (traceServer false) or the server; releases the client and waits.
 func runLab(t *testing.T, serverArgs, clientArgs []string, traceServer bool, during func(*netlab.Pair), traceArgs ...string) labRun {
 	t.Helper()
+	return runLabCmd(t, serverArgs, clientArgs, traceServer, during, append([]string{"trace", "--pid", "PID", "-o", "json"}, traceArgs...))
+}
+
+// runLabCmd is runLab with the whole tracer command line; "PID" in it
+// stands for the traced process.
+func runLabCmd(t *testing.T, serverArgs, clientArgs []string, traceServer bool, during func(*netlab.Pair), tracerArgs []string) labRun {
+	t.Helper()
 	p := netlab.NewPair(t)
 	lab := testprog.Path(t, "labapp")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -80,7 +87,13 @@ func runLab(t *testing.T, serverArgs, clientArgs []string, traceServer bool, dur
 	if traceServer {
 		target = srv.Process.Pid
 	}
-	tr := exec.CommandContext(ctx, testprog.Tracer(t), append([]string{"trace", "--pid", fmt.Sprint(target), "-o", "json"}, traceArgs...)...)
+	args = append([]string(nil), tracerArgs...)
+	for i, a := range args {
+		if a == "PID" {
+			args[i] = fmt.Sprint(target)
+		}
+	}
+	tr := exec.CommandContext(ctx, testprog.Tracer(t), args...)
 	var stderr bytes.Buffer
 	tr.Stderr = &stderr
 	trOut, _ := tr.StdoutPipe()
@@ -88,7 +101,7 @@ func runLab(t *testing.T, serverArgs, clientArgs []string, traceServer bool, dur
 		t.Fatal(err)
 	}
 	defer tr.Process.Kill()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "tracing pid"); {
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "tracing pid") && !strings.Contains(stderr.String(), "recording pid"); {
 		if time.Now().After(deadline) || tr.ProcessState != nil {
 			t.Fatalf("tracer did not attach: %s", stderr.String())
 		}

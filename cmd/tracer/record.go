@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/timeout-tracer/tracer/correlate"
+	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/export"
+	"github.com/timeout-tracer/tracer/internal/adaptive"
+	"github.com/timeout-tracer/tracer/internal/pipeline"
+	"github.com/timeout-tracer/tracer/record"
+)
+
+type recordFlags struct {
+	pid      int
+	out      string
+	duration time.Duration
+	detail   string
+	policy   adaptive.Policy
+}
+
+func newRecordCommand(g *globalFlags) *cobra.Command {
+	f := &recordFlags{policy: adaptive.DefaultPolicy}
+	cmd := &cobra.Command{
+		Use:   "record",
+		Short: "Record the raw event stream of a Go process (kernel TCP + deadlines) to a file",
+		Long: `Record attaches like "tracer trace" and writes every event, merged in time
+order, to a file (JSON lines, one event each, after a header). "tracer replay
+FILE" runs the correlator on it and prints the same reports; recordings make
+bug reports and correlator tests reproducible without root.`,
+		Example: `  sudo tracer record --pid 4242 -o storm.events --duration 2m
+  tracer replay storm.events`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRecord(cmd, g, f) },
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&f.pid, "pid", 0, "process to record (required)")
+	fl.StringVarP(&f.out, "output", "o", "", "file to write (required; - for standard output)")
+	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted or the process exits)")
+	fl.StringVar(&f.detail, "detail", "auto", "detail probes: auto, always or never")
+	fl.IntVar(&f.policy.Threshold, "detail-threshold", f.policy.Threshold, "auto: expiries within --detail-window that attach detail")
+	fl.DurationVar(&f.policy.Window, "detail-window", f.policy.Window, "auto: window for --detail-threshold")
+	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach detail after this long without an expiry")
+	return cmd
+}
+
+func runRecord(cmd *cobra.Command, g *globalFlags, f *recordFlags) error {
+	log, err := g.logger()
+	if err != nil {
+		return err
+	}
+	if f.out == "" {
+		return errors.New("-o FILE is required: where to write the events")
+	}
+	if !contains(detailModes, f.detail) {
+		return fmt.Errorf("unknown --detail %q: use auto, always or never", f.detail)
+	}
+	if err := f.policy.Validate(); err != nil {
+		return err
+	}
+	if f.pid <= 0 {
+		return errors.New("--pid is required: the process to record")
+	}
+	exited, err := watchProcess(f.pid)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if f.out != "-" {
+		file, err := os.Create(f.out)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", f.out, err)
+		}
+		defer file.Close()
+		out = file
+	}
+	host, _ := os.Hostname()
+	w, err := record.NewWriter(out, record.Header{Host: host, Started: time.Now(),
+		Note: "tracer " + strings.Join(os.Args[1:], " ")})
+	if err != nil {
+		return fmt.Errorf("write %s: %w", f.out, err)
+	}
+	ctx := cmd.Context()
+	if f.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.duration)
+		defer cancel()
+	}
+	stderr := cmd.ErrOrStderr()
+	n := 0
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Logger: log}, pipeline.Sink{
+		Event: func(ev event.Any) error { n++; return w.Write(ev) },
+		Detail: func(t time.Time, on bool, reason string) error {
+			fmt.Fprintf(stderr, "detail probes %v for pid %d: %s\n", map[bool]string{true: "on", false: "off"}[on], f.pid, reason)
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	fmt.Fprintf(stderr, "recording pid %d to %s\n", f.pid, f.out)
+	stop := watchLosses(stderr, p.Probes(), p.TCP())
+	err = p.Run(ctx, exited)
+	stop()
+	select {
+	case <-exited:
+		fmt.Fprintf(stderr, "process %d exited; stopping\n", f.pid)
+	default:
+	}
+	fmt.Fprintf(stderr, "recorded %d events\n", n)
+	return err
+}
+
+func newReplayCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "replay FILE",
+		Short: "Run the correlator on a recorded event file and print its reports",
+		Long: `Replay reads a file written by "tracer record" and prints the timeout reports
+the correlator makes of it, exactly as "tracer trace" would have. It needs no
+root and no kernel support.`,
+		Example: `  tracer replay storm.events -o json`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := export.ParseFormat(output)
+			if err != nil {
+				return err
+			}
+			file, err := os.Open(args[0])
+			if err != nil {
+				return fmt.Errorf("open recording: %w", err)
+			}
+			defer file.Close()
+			r, err := record.NewReader(file)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", args[0], err)
+			}
+			w := export.NewTimeoutWriter(cmd.OutOrStdout(), format)
+			st, err := correlate.Replay(r, correlate.DefaultConfig(), w.WriteReport)
+			if err != nil {
+				return fmt.Errorf("replay %s: %w", args[0], err)
+			}
+			if ev := st.SocketsEvicted + st.EventsEvicted + st.ActivityEvicted + st.GoroutinesEvicted + st.BindingsEvicted + st.ProcessesEvicted; ev > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: the correlator evicted %d entries (state caps): some causes may be incomplete\n", ev)
+			}
+			if st.OutOfOrder > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d events were out of time order in the recording\n", st.OutOfOrder)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
