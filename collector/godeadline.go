@@ -32,33 +32,36 @@ type GoConfig struct {
 
 // GoStats are the probes' counters.
 type GoStats struct {
-	ExpiryHits   uint64 // cold-tier probe hits (expiries, and nothing else)
-	CreateHits   uint64 // detail-tier hits: WithDeadlineCause entries
-	ReturnHits   uint64 // detail-tier hits: WithDeadlineCause returns
-	Dropped      uint64 // expiries lost: ring buffer full
-	DetailFull   uint64 // creations not recorded: table full
-	HeaderHits   uint64 // detail-tier hits: net/http header keys parsed (inbound traceparent)
-	RequestHits  uint64 // detail-tier hits: net/http requests read
-	SpanHits     uint64 // detail-tier hits: OpenTelemetry spans started
-	Swept        uint64 // recorded creations removed because their deadline passed unseen (met in time)
-	DecodeErrors uint64
+	ExpiryHits    uint64 // cold-tier probe hits (expiries, and nothing else)
+	CreateHits    uint64 // detail-tier hits: WithDeadlineCause entries
+	ReturnHits    uint64 // detail-tier hits: WithDeadlineCause returns
+	Dropped       uint64 // expiries lost: ring buffer full
+	DetailFull    uint64 // creations not recorded: table full
+	HeaderHits    uint64 // detail-tier hits: net/http header keys parsed (inbound traceparent)
+	RequestHits   uint64 // detail-tier hits: net/http requests read
+	SpanHits      uint64 // detail-tier hits: OpenTelemetry spans started
+	RoundTripHits uint64 // detail-tier hits: net/http client round trips
+	Swept         uint64 // recorded creations removed because their deadline passed unseen (met in time)
+	DecodeErrors  uint64
 }
 
 // GoProbes traces the context deadline expiries of one Go process: the cold
 // tier is attached for its whole life; the detail tier on demand.
 type GoProbes struct {
-	log    *slog.Logger
-	pid    int
-	comm   string
-	bin    *gobin.Binary
-	clk    clock
-	coll   *ebpf.Collection
-	exe    *link.Executable
-	cold   []link.Link
-	reader *ringbuf.Reader
-	events chan event.Deadline
-	done   chan struct{}
-	wg     sync.WaitGroup
+	log      *slog.Logger
+	pid      int
+	comm     string
+	bin      *gobin.Binary
+	clk      clock
+	coll     *ebpf.Collection
+	exe      *link.Executable
+	cold     []link.Link
+	reader   *ringbuf.Reader
+	bindRd   *ringbuf.Reader
+	events   chan event.Deadline
+	bindings chan event.Binding
+	done     chan struct{}
+	wg       sync.WaitGroup
 
 	bias uint64 // PIE load bias: runtime PC - bias = link-time PC
 
@@ -67,6 +70,7 @@ type GoProbes struct {
 	returns   []uint64
 	httpSites []site // inbound traceparent of net/http servers; none without net/http
 	spanSites []site // spans started below a deadline; none without the OTel SDK
+	tripSites []site // net/http client round trips: request -> connection
 	otel      *gobin.OTelLayout
 
 	otelErr      error // why there is no OpenTelemetry walk
@@ -99,13 +103,14 @@ func StartGo(cfg GoConfig) (_ *GoProbes, err error) {
 		return nil, fmt.Errorf("%w: process %d: %w", ErrNotTraceable, cfg.PID, err)
 	}
 	p := &GoProbes{
-		log:    cfg.Logger,
-		pid:    cfg.PID,
-		comm:   readComm(cfg.PID),
-		bin:    bin,
-		clk:    clock{wallMinusMono: monoOffset()},
-		events: make(chan event.Deadline, 1024),
-		done:   make(chan struct{}),
+		log:      cfg.Logger,
+		pid:      cfg.PID,
+		comm:     readComm(cfg.PID),
+		bin:      bin,
+		clk:      clock{wallMinusMono: monoOffset()},
+		events:   make(chan event.Deadline, 1024),
+		bindings: make(chan event.Binding, 4096),
+		done:     make(chan struct{}),
 	}
 	defer func() {
 		if err != nil {
@@ -148,8 +153,12 @@ func StartGo(cfg GoConfig) (_ *GoProbes, err error) {
 	if p.reader, err = ringbuf.NewReader(p.coll.Maps["go_events"]); err != nil {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
-	p.wg.Add(2)
+	if p.bindRd, err = ringbuf.NewReader(p.coll.Maps["go_bindings"]); err != nil {
+		return nil, fmt.Errorf("open ring buffer: %w", err)
+	}
+	p.wg.Add(3)
 	go p.read(cfg.PollInterval)
+	go p.readBindings(cfg.PollInterval)
 	go p.sweep()
 	return p, nil
 }
@@ -194,6 +203,7 @@ func (p *GoProbes) resolve() ([]site, godeadlineTtGoOffsets, error) {
 	}
 	p.httpSites = p.resolveHTTP()
 	p.resolveOTel(&offs)
+	p.resolveRoundTrip(&offs)
 	for _, f := range []struct {
 		typ, path string
 		dst       *uint32
@@ -258,7 +268,7 @@ func (p *GoProbes) SetDetail(on bool) error {
 			return err
 		}
 	}
-	for _, s := range append(append([]site(nil), p.httpSites...), p.spanSites...) {
+	for _, s := range append(append(append([]site(nil), p.httpSites...), p.spanSites...), p.tripSites...) {
 		if err := attach(s.prog, s.addr); err != nil {
 			return err
 		}
@@ -404,7 +414,7 @@ func (p *GoProbes) sweep() {
 func (p *GoProbes) Stats() (GoStats, error) {
 	var s GoStats
 	m := p.coll.Maps["go_hits"]
-	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits}
+	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits, &s.RoundTripHits}
 	for i, d := range dst {
 		var perCPU []uint64
 		if err := m.Lookup(uint32(i), &perCPU); err != nil {
@@ -431,6 +441,11 @@ func (p *GoProbes) Close() error {
 			errs = append(errs, p.reader.Close())
 		} else {
 			close(p.events)
+		}
+		if p.bindRd != nil {
+			errs = append(errs, p.bindRd.Close())
+		} else {
+			close(p.bindings)
 		}
 		p.wg.Wait()
 		errs = append(errs, p.SetDetail(false))
@@ -643,5 +658,85 @@ const spanUnknown = 0xffffffff
 // UprobeHits is the number of uprobe traps the process has taken from these
 // probes: what a request pays.
 func (s GoStats) UprobeHits() uint64 {
-	return s.ExpiryHits + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits
+	return s.ExpiryHits + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits + s.RoundTripHits
+}
+
+// resolveRoundTrip finds what binding a net/http request to its connection
+// needs: persistConn.roundTrip, the field chain persistConn.conn ->
+// *net.TCPConn -> netFD -> Sysfd, and *net.TCPConn's itab. Missing pieces
+// mean no such bindings (logged), never a wrong one.
+func (p *GoProbes) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
+	fn, err := p.bin.Func("net/http.(*persistConn).roundTrip")
+	if err != nil {
+		return // no net/http client in this program
+	}
+	addr, err := p.bin.AfterPrologue(fn)
+	if err != nil {
+		p.log.Info("no request-to-connection binding", "err", err)
+		return
+	}
+	var fields [4]int64
+	for i, f := range [][2]string{{"net/http.persistConn", "conn"}, {"net.conn", "fd"}, {"net.netFD", "pfd"}, {"internal/poll.FD", "Sysfd"}} {
+		if fields[i], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
+			p.log.Info("no request-to-connection binding", "err", err)
+			return
+		}
+	}
+	itabs, err := p.bin.Itabs()
+	if err != nil {
+		p.log.Info("no request-to-connection binding", "err", err)
+		return
+	}
+	for _, it := range itabs {
+		if it.Type.Name == "*net.TCPConn" && it.Interface.Name == "net.Conn" && it.Interface.PkgPath == "net" {
+			offs.TcpconnItab = it.Addr + p.bias
+		}
+	}
+	if offs.TcpconnItab == 0 {
+		p.log.Info("no request-to-connection binding: no *net.TCPConn itab")
+		return
+	}
+	offs.PersistconnConn = uint32(fields[0])
+	offs.ConnFd = uint32(fields[1])
+	offs.NetfdSysfd = uint32(fields[2] + fields[3])
+	p.tripSites = append(p.tripSites, site{"go_http_roundtrip", addr})
+}
+
+// Bindings delivers request -> connection bindings seen by the detail
+// tier. Closed after Close.
+func (p *GoProbes) Bindings() <-chan event.Binding { return p.bindings }
+
+var bindingSize = int(unsafe.Sizeof(godeadlineTtGoBinding{}))
+
+func (p *GoProbes) readBindings(poll time.Duration) {
+	defer p.wg.Done()
+	defer close(p.bindings)
+	var rec ringbuf.Record
+	for {
+		p.bindRd.SetDeadline(time.Now().Add(poll))
+		err := p.bindRd.ReadInto(&rec)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			continue
+		case errors.Is(err, ringbuf.ErrClosed):
+			return
+		case err != nil:
+			p.log.Error("read binding ring buffer", "err", err)
+			return
+		}
+		if len(rec.RawSample) < bindingSize {
+			p.mu.Lock()
+			p.decodeErrors++
+			p.mu.Unlock()
+			continue
+		}
+		var r godeadlineTtGoBinding
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), bindingSize), rec.RawSample)
+		b := event.Binding{Mono: r.TsNs, PID: r.Pid, Goid: r.Goid, Cookie: r.Cookie, Source: event.BindHTTPRoundTrip}
+		select {
+		case p.bindings <- b:
+		case <-p.done:
+			return
+		}
+	}
 }

@@ -43,6 +43,22 @@ type godeadlineTraceparent struct {
 	S [56]uint8
 }
 
+type godeadlineTtGoBinding struct {
+	_      structs.HostLayout
+	TsNs   uint64
+	Goid   uint64
+	Cookie uint64
+	Pid    uint32
+	Kind   uint8
+	Pad    [3]uint8
+}
+
+type godeadlineTtGoBindingKind uint32
+
+const (
+	godeadlineTtGoBindingKindTT_BIND_HTTP_ROUNDTRIP godeadlineTtGoBindingKind = 1
+)
+
 type godeadlineTtGoCtxItab struct {
 	_         structs.HostLayout
 	ParentOff uint32
@@ -93,7 +109,8 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_HTTP_HEADER  godeadlineTtGoHit = 5
 	godeadlineTtGoHitTT_GO_HIT_HTTP_REQUEST godeadlineTtGoHit = 6
 	godeadlineTtGoHitTT_GO_HIT_SPAN_START   godeadlineTtGoHit = 7
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 8
+	godeadlineTtGoHitTT_GO_HIT_ROUNDTRIP    godeadlineTtGoHit = 8
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 9
 )
 
 type godeadlineTtGoOffsets struct {
@@ -111,6 +128,11 @@ type godeadlineTtGoOffsets struct {
 	ValuectxKey       uint32
 	_                 [4]byte
 	SpanKeyType       uint64
+	TcpconnItab       uint64
+	PersistconnConn   uint32
+	ConnFd            uint32
+	NetfdSysfd        uint32
+	Pad1              uint32
 }
 
 type godeadlineTtGoSpanType struct {
@@ -138,6 +160,7 @@ const (
 	godeadlineMapChildSpans           = "child_spans"
 	godeadlineMapCreating             = "creating"
 	godeadlineMapDeadlines            = "deadlines"
+	godeadlineMapGoBindings           = "go_bindings"
 	godeadlineMapGoCtxItabs           = "go_ctx_itabs"
 	godeadlineMapGoEvents             = "go_events"
 	godeadlineMapGoHits               = "go_hits"
@@ -149,9 +172,12 @@ const (
 	godeadlineProgGoExpiredAtCreation = "go_expired_at_creation"
 	godeadlineProgGoHttpHeader        = "go_http_header"
 	godeadlineProgGoHttpRequest       = "go_http_request"
+	godeadlineProgGoHttpRoundtrip     = "go_http_roundtrip"
 	godeadlineProgGoSpanStartRet      = "go_span_start_ret"
 	godeadlineProgGoTimerFired        = "go_timer_fired"
 	godeadlineVarUnusedCreation       = "unused_creation"
+	godeadlineVarUnusedGoBinding      = "unused_go_binding"
+	godeadlineVarUnusedGoBindingKind  = "unused_go_binding_kind"
 	godeadlineVarUnusedGoCtxItab      = "unused_go_ctx_itab"
 	godeadlineVarUnusedGoEvent        = "unused_go_event"
 	godeadlineVarUnusedGoExpiry       = "unused_go_expiry"
@@ -209,6 +235,7 @@ type godeadlineProgramSpecs struct {
 	GoExpiredAtCreation *ebpf.ProgramSpec `ebpf:"go_expired_at_creation"`
 	GoHttpHeader        *ebpf.ProgramSpec `ebpf:"go_http_header"`
 	GoHttpRequest       *ebpf.ProgramSpec `ebpf:"go_http_request"`
+	GoHttpRoundtrip     *ebpf.ProgramSpec `ebpf:"go_http_roundtrip"`
 	GoSpanStartRet      *ebpf.ProgramSpec `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.ProgramSpec `ebpf:"go_timer_fired"`
 }
@@ -220,6 +247,7 @@ type godeadlineMapSpecs struct {
 	ChildSpans  *ebpf.MapSpec `ebpf:"child_spans"`
 	Creating    *ebpf.MapSpec `ebpf:"creating"`
 	Deadlines   *ebpf.MapSpec `ebpf:"deadlines"`
+	GoBindings  *ebpf.MapSpec `ebpf:"go_bindings"`
 	GoCtxItabs  *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
 	GoEvents    *ebpf.MapSpec `ebpf:"go_events"`
 	GoHits      *ebpf.MapSpec `ebpf:"go_hits"`
@@ -233,6 +261,8 @@ type godeadlineMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineVariableSpecs struct {
 	UnusedCreation      *ebpf.VariableSpec `ebpf:"unused_creation"`
+	UnusedGoBinding     *ebpf.VariableSpec `ebpf:"unused_go_binding"`
+	UnusedGoBindingKind *ebpf.VariableSpec `ebpf:"unused_go_binding_kind"`
 	UnusedGoCtxItab     *ebpf.VariableSpec `ebpf:"unused_go_ctx_itab"`
 	UnusedGoEvent       *ebpf.VariableSpec `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.VariableSpec `ebpf:"unused_go_expiry"`
@@ -266,6 +296,7 @@ type godeadlineMaps struct {
 	ChildSpans  *ebpf.Map `ebpf:"child_spans"`
 	Creating    *ebpf.Map `ebpf:"creating"`
 	Deadlines   *ebpf.Map `ebpf:"deadlines"`
+	GoBindings  *ebpf.Map `ebpf:"go_bindings"`
 	GoCtxItabs  *ebpf.Map `ebpf:"go_ctx_itabs"`
 	GoEvents    *ebpf.Map `ebpf:"go_events"`
 	GoHits      *ebpf.Map `ebpf:"go_hits"`
@@ -279,6 +310,7 @@ func (m *godeadlineMaps) Close() error {
 		m.ChildSpans,
 		m.Creating,
 		m.Deadlines,
+		m.GoBindings,
 		m.GoCtxItabs,
 		m.GoEvents,
 		m.GoHits,
@@ -293,6 +325,8 @@ func (m *godeadlineMaps) Close() error {
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlineVariables struct {
 	UnusedCreation      *ebpf.Variable `ebpf:"unused_creation"`
+	UnusedGoBinding     *ebpf.Variable `ebpf:"unused_go_binding"`
+	UnusedGoBindingKind *ebpf.Variable `ebpf:"unused_go_binding_kind"`
 	UnusedGoCtxItab     *ebpf.Variable `ebpf:"unused_go_ctx_itab"`
 	UnusedGoEvent       *ebpf.Variable `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.Variable `ebpf:"unused_go_expiry"`
@@ -312,6 +346,7 @@ type godeadlinePrograms struct {
 	GoExpiredAtCreation *ebpf.Program `ebpf:"go_expired_at_creation"`
 	GoHttpHeader        *ebpf.Program `ebpf:"go_http_header"`
 	GoHttpRequest       *ebpf.Program `ebpf:"go_http_request"`
+	GoHttpRoundtrip     *ebpf.Program `ebpf:"go_http_roundtrip"`
 	GoSpanStartRet      *ebpf.Program `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.Program `ebpf:"go_timer_fired"`
 }
@@ -323,6 +358,7 @@ func (p *godeadlinePrograms) Close() error {
 		p.GoExpiredAtCreation,
 		p.GoHttpHeader,
 		p.GoHttpRequest,
+		p.GoHttpRoundtrip,
 		p.GoSpanStartRet,
 		p.GoTimerFired,
 	)

@@ -67,7 +67,12 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		// A goroutine evicted from the tables lost its bindings: its
 		// absence then proves nothing.
 		lostBindings := c.gorEvicted && c.lastGorEviction >= sp.lo
-		if p := c.procs[d.PID]; p != nil && p.hasReq && !lostBindings && p.reqFirst <= sp.hi && p.reqLast+uint64(c.cfg.Lookback) >= sp.lo {
+		// The call probes bind a request once it has a connection: a
+		// request still dialing has none. A connection attempt of the
+		// process in the window may be this request's, so the absence of
+		// a binding proves nothing then (the SYNs of an unanswered dial).
+		dialing := c.dialingIn(d, sp)
+		if p := c.procs[d.PID]; p != nil && p.hasReq && !lostBindings && !dialing && p.reqFirst <= sp.hi && p.reqLast+uint64(c.cfg.Lookback) >= sp.lo {
 			cause.Class, cause.Confidence = ClassLocal, Probable
 			cause.Summary = fmt.Sprintf("goroutine %d made no network call %s: it waited on something local (pool, lock, queue)",
 				d.CreatedGoid, during(w))
@@ -75,8 +80,13 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 				d.PID, plural(int(p.reqBindingCount), "binding", "bindings"), d.CreatedGoid))
 			break
 		}
-		notes = append(notes, fmt.Sprintf("goroutine %d had no binding in the window and no call probe was seen for pid %d: candidates are the process's sockets",
-			d.CreatedGoid, d.PID))
+		if dialing {
+			notes = append(notes, fmt.Sprintf("goroutine %d had no binding in the window while pid %d was establishing connections (dials are not bound): candidates are the process's sockets",
+				d.CreatedGoid, d.PID))
+		} else {
+			notes = append(notes, fmt.Sprintf("goroutine %d had no binding in the window and no call probe was seen for pid %d: candidates are the process's sockets",
+				d.CreatedGoid, d.PID))
+		}
 		fallthrough
 	default:
 		cands = c.processCandidates(d, sp)
@@ -299,4 +309,17 @@ func wallOf(d *event.Deadline, mono uint64) time.Time {
 		return time.Time{}
 	}
 	return d.Time.Add(time.Duration(int64(mono - d.Mono))).UTC()
+}
+
+// dialingIn reports whether the process had a connection in its handshake
+// in the window: a SYN retry, a failed or aborted connect, or a connect
+// that never got established.
+func (c *Correlator) dialingIn(d *event.Deadline, sp span) bool {
+	for _, e := range c.processCandidates(d, sp) {
+		if e.n[event.TCPSynRetransmit] > 0 || e.connTimedOut || e.connRejected != 0 || e.abortedRetry || e.abortedBare ||
+			(e.n[event.TCPConnect] > 0 && !e.established) {
+			return true
+		}
+	}
+	return false
 }

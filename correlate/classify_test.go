@@ -288,3 +288,21 @@ func TestClassOrder(t *testing.T) {
 		}
 	}
 }
+
+// A request still dialing has no connection to be bound to: while the
+// process has an unanswered handshake in the window, the absence of a
+// binding must not be read as "made no network call".
+func TestUnboundWhileDialingIsNotLocal(t *testing.T) {
+	sc := newScenario("t", "")
+	other := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+	other.bind(1000, 6, event.BindHTTPRoundTrip) // the call probes are on
+	other.act(1000.1, 6, true)
+	dial := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.2:80", 0)
+	dial.tcp(1010, event.TCPConnect)
+	dial.tcp(2010, event.TCPSynRetransmit)
+	sc.deadline(10, "app", 1000, 1500, 7, at) // goroutine 7: no binding
+	r := one(t, sc)
+	if r.Cause.Class == ClassLocal {
+		t.Fatalf("a request that may be dialing was called local: %+v", r.Cause)
+	}
+}

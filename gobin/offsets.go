@@ -39,6 +39,11 @@ func ProbeFields() []FieldRef {
 		{"time.Time", "wall"},
 		{"time.Time", "ext"},
 		{"time.Time", "loc"},
+		// net/http client connections, for binding a request to its socket.
+		{"net/http.persistConn", "conn"},
+		{"net.conn", "fd"},
+		{"net.netFD", "pfd"},
+		{"internal/poll.FD", "Sysfd"},
 		{"runtime.g", "goid"},
 	}
 }

@@ -46,6 +46,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 8, true
 	case offsetKey{"1.21", "amd64", "time.Time", "loc"}:
 		return 16, true
+	case offsetKey{"1.21", "amd64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.21", "amd64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.21", "amd64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.21", "amd64", "internal/poll.FD", "Sysfd"}:
+		return 16, true
 	case offsetKey{"1.21", "amd64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.21", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -83,6 +91,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 	case offsetKey{"1.21", "arm64", "time.Time", "ext"}:
 		return 8, true
 	case offsetKey{"1.21", "arm64", "time.Time", "loc"}:
+		return 16, true
+	case offsetKey{"1.21", "arm64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.21", "arm64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.21", "arm64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.21", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
 	case offsetKey{"1.21", "arm64", "runtime.g", "goid"}:
 		return 152, true
@@ -122,6 +138,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 8, true
 	case offsetKey{"1.22", "amd64", "time.Time", "loc"}:
 		return 16, true
+	case offsetKey{"1.22", "amd64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.22", "amd64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.22", "amd64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.22", "amd64", "internal/poll.FD", "Sysfd"}:
+		return 16, true
 	case offsetKey{"1.22", "amd64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.22", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -159,6 +183,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 	case offsetKey{"1.22", "arm64", "time.Time", "ext"}:
 		return 8, true
 	case offsetKey{"1.22", "arm64", "time.Time", "loc"}:
+		return 16, true
+	case offsetKey{"1.22", "arm64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.22", "arm64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.22", "arm64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.22", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
 	case offsetKey{"1.22", "arm64", "runtime.g", "goid"}:
 		return 152, true
@@ -198,6 +230,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 8, true
 	case offsetKey{"1.23", "amd64", "time.Time", "loc"}:
 		return 16, true
+	case offsetKey{"1.23", "amd64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.23", "amd64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.23", "amd64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.23", "amd64", "internal/poll.FD", "Sysfd"}:
+		return 16, true
 	case offsetKey{"1.23", "amd64", "runtime.g", "goid"}:
 		return 160, true
 	case offsetKey{"1.23", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -235,6 +275,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 	case offsetKey{"1.23", "arm64", "time.Time", "ext"}:
 		return 8, true
 	case offsetKey{"1.23", "arm64", "time.Time", "loc"}:
+		return 16, true
+	case offsetKey{"1.23", "arm64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.23", "arm64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.23", "arm64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.23", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
 	case offsetKey{"1.23", "arm64", "runtime.g", "goid"}:
 		return 160, true
@@ -274,6 +322,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 8, true
 	case offsetKey{"1.24", "amd64", "time.Time", "loc"}:
 		return 16, true
+	case offsetKey{"1.24", "amd64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.24", "amd64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.24", "amd64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.24", "amd64", "internal/poll.FD", "Sysfd"}:
+		return 16, true
 	case offsetKey{"1.24", "amd64", "runtime.g", "goid"}:
 		return 160, true
 	case offsetKey{"1.24", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -311,6 +367,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 	case offsetKey{"1.24", "arm64", "time.Time", "ext"}:
 		return 8, true
 	case offsetKey{"1.24", "arm64", "time.Time", "loc"}:
+		return 16, true
+	case offsetKey{"1.24", "arm64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.24", "arm64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.24", "arm64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.24", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
 	case offsetKey{"1.24", "arm64", "runtime.g", "goid"}:
 		return 160, true
@@ -350,6 +414,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 8, true
 	case offsetKey{"1.25", "amd64", "time.Time", "loc"}:
 		return 16, true
+	case offsetKey{"1.25", "amd64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.25", "amd64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.25", "amd64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.25", "amd64", "internal/poll.FD", "Sysfd"}:
+		return 16, true
 	case offsetKey{"1.25", "amd64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.25", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -387,6 +459,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 	case offsetKey{"1.25", "arm64", "time.Time", "ext"}:
 		return 8, true
 	case offsetKey{"1.25", "arm64", "time.Time", "loc"}:
+		return 16, true
+	case offsetKey{"1.25", "arm64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.25", "arm64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.25", "arm64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.25", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
 	case offsetKey{"1.25", "arm64", "runtime.g", "goid"}:
 		return 152, true
@@ -426,6 +506,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 8, true
 	case offsetKey{"1.26", "amd64", "time.Time", "loc"}:
 		return 16, true
+	case offsetKey{"1.26", "amd64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.26", "amd64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.26", "amd64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.26", "amd64", "internal/poll.FD", "Sysfd"}:
+		return 16, true
 	case offsetKey{"1.26", "amd64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.26", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -463,6 +551,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 	case offsetKey{"1.26", "arm64", "time.Time", "ext"}:
 		return 8, true
 	case offsetKey{"1.26", "arm64", "time.Time", "loc"}:
+		return 16, true
+	case offsetKey{"1.26", "arm64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.26", "arm64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.26", "arm64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.26", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
 	case offsetKey{"1.26", "arm64", "runtime.g", "goid"}:
 		return 152, true
@@ -502,6 +598,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 8, true
 	case offsetKey{"1.27", "amd64", "time.Time", "loc"}:
 		return 16, true
+	case offsetKey{"1.27", "amd64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.27", "amd64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.27", "amd64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.27", "amd64", "internal/poll.FD", "Sysfd"}:
+		return 16, true
 	case offsetKey{"1.27", "amd64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.27", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -539,6 +643,14 @@ func tableOffset(k offsetKey) (int64, bool) {
 	case offsetKey{"1.27", "arm64", "time.Time", "ext"}:
 		return 8, true
 	case offsetKey{"1.27", "arm64", "time.Time", "loc"}:
+		return 16, true
+	case offsetKey{"1.27", "arm64", "net/http.persistConn", "conn"}:
+		return 80, true
+	case offsetKey{"1.27", "arm64", "net.conn", "fd"}:
+		return 0, true
+	case offsetKey{"1.27", "arm64", "net.netFD", "pfd"}:
+		return 0, true
+	case offsetKey{"1.27", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
 	case offsetKey{"1.27", "arm64", "runtime.g", "goid"}:
 		return 152, true

@@ -26,6 +26,26 @@ struct tt_go_offsets {
 	__u32 has_otel;            /* the binary links OpenTelemetry: walk the chain for a span */
 	__u32 valuectx_key;        /* context.valueCtx.key (an any) */
 	__u64 span_key_type;       /* type descriptor of OTel's current-span key type (runtime address), 0: unknown */
+	__u64 tcpconn_itab;        /* itab of *net.TCPConn as a net.Conn (runtime address), 0: unknown */
+	__u32 persistconn_conn;    /* net/http.persistConn.conn (a net.Conn) */
+	__u32 conn_fd;             /* net.conn.fd (*netFD) */
+	__u32 netfd_sysfd;         /* net.netFD.pfd + internal/poll.FD.Sysfd */
+	__u32 _pad1;
+};
+
+/* How a goroutine was bound to a socket. */
+enum tt_go_binding_kind {
+	TT_BIND_HTTP_ROUNDTRIP = 1, /* net/http: the request was written to this connection */
+};
+
+/* The goroutine goid of process pid sent a request on the socket cookie. */
+struct tt_go_binding {
+	__u64 ts_ns;
+	__u64 goid;
+	__u64 cookie;
+	__u32 pid;
+	__u8 kind;       /* enum tt_go_binding_kind */
+	__u8 _pad[3];
 };
 
 /* sc_off of a span type whose layout is unknown: the walk stops there. */
@@ -69,7 +89,8 @@ enum tt_go_hit {
 	TT_GO_HIT_HTTP_HEADER = 5, /* detail: net/http header keys parsed */
 	TT_GO_HIT_HTTP_REQUEST = 6,/* detail: net/http requests read */
 	TT_GO_HIT_SPAN_START = 7,  /* detail: OpenTelemetry spans started */
-	TT_GO_HIT_MAX = 8,
+	TT_GO_HIT_ROUNDTRIP = 8,   /* detail: net/http client round trips */
+	TT_GO_HIT_MAX = 9,
 };
 
 struct tt_go_event {

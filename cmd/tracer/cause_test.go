@@ -33,6 +33,11 @@ func TestCauseRTOMidRequest(t *testing.T) {
 	if first.Cause == nil || (first.Cause.Class != "rto" && first.Cause.Class != "tlp") {
 		t.Fatalf("first timeout after the blackhole: cause %+v, want rto", first.Cause)
 	}
+	// The detail tier bound the request to its connection (net/http round
+	// trip): exact, not inferred.
+	if first.Cause.Confidence != "exact" {
+		t.Errorf("first timeout: confidence %s, want exact (note: %s)", first.Cause.Confidence, first.Cause.Note)
+	}
 	if !strings.Contains(first.Cause.Summary, "RTO") && !strings.Contains(first.Cause.Summary, "probe") {
 		t.Errorf("summary %q does not mention the RTOs", first.Cause.Summary)
 	}

@@ -121,7 +121,7 @@ func (p *Pipeline) setDetail(on bool, reason string) error {
 func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	tcpEvents, goEvents := p.tcp.Events(), p.goP.Events()
+	tcpEvents, goEvents, bindings := p.tcp.Events(), p.goP.Events(), p.goP.Bindings()
 	for {
 		select {
 		case ev, ok := <-tcpEvents:
@@ -139,6 +139,12 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 					return err
 				}
 			}
+		case b, ok := <-bindings:
+			if !ok {
+				bindings = nil // closed with the probes: stop selecting it
+				continue
+			}
+			p.buf = append(p.buf, &b)
 		case <-tick.C:
 			if p.cfg.Detail == "auto" && p.ctl.Tick(time.Now()) {
 				if err := p.setDetail(false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet)); err != nil {
@@ -149,16 +155,16 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				return err
 			}
 		case <-exited:
-			return p.finish(tcpEvents, goEvents)
+			return p.finish(tcpEvents, goEvents, bindings)
 		case <-ctx.Done():
-			return p.finish(tcpEvents, goEvents)
+			return p.finish(tcpEvents, goEvents, bindings)
 		}
 	}
 }
 
 // finish takes what the ring buffers still hold (one poll interval), then
 // releases everything and flushes the correlator's pending deadlines.
-func (p *Pipeline) finish(tcpEvents <-chan event.TCP, goEvents <-chan event.Deadline) error {
+func (p *Pipeline) finish(tcpEvents <-chan event.TCP, goEvents <-chan event.Deadline, bindings <-chan event.Binding) error {
 	end := time.After(2 * reorder)
 	for {
 		select {
@@ -169,6 +175,10 @@ func (p *Pipeline) finish(tcpEvents <-chan event.TCP, goEvents <-chan event.Dead
 		case d, ok := <-goEvents:
 			if ok {
 				p.buf = append(p.buf, &d)
+			}
+		case b, ok := <-bindings:
+			if ok {
+				p.buf = append(p.buf, &b)
 			}
 		case <-end:
 			if err := p.release(^uint64(0)); err != nil {

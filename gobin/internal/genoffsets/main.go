@@ -36,10 +36,15 @@ const probeProgram = `package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"time"
 )
 
 type key struct{}
+
+// keep links the net/http client (persistConn) and net.TCPConn.
+var keep = []any{http.DefaultClient.Do, (*net.TCPConn).SetNoDelay}
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -50,7 +55,7 @@ func main() {
 	stop := context.AfterFunc(context.WithoutCancel(ctx), func() {})
 	defer stop()
 	d, _ := ctx.Deadline()
-	fmt.Println(ctx.Value(key{}), d, time.Now())
+	fmt.Println(ctx.Value(key{}), d, time.Now(), len(keep))
 }
 `
 
