@@ -10,7 +10,7 @@ TESTFLAGS ?= -count=1 -timeout 45m
 deps: ## install build and test dependencies (Debian, as root)
 	.ci/deps
 
-.PHONY: help deps build build-arm64 generate generate-check lint test test-unprivileged bench fuzz kmatrix clean
+.PHONY: help deps build build-arm64 generate generate-check lint test test-unprivileged bench fuzz accuracy kmatrix clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -52,6 +52,9 @@ test-unprivileged: ## the unit tests as user nobody: root-only tests must skip w
 
 bench: build ## overhead and storm benchmarks (root): prints ratios
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/...
+
+accuracy: build ## the accuracy matrix of the correlator in the fault lab (root): prints a table per scenario
+	$(GO) test -count=1 -run '^TestAccuracyMatrix$$' -v -timeout 30m ./cmd/tracer -args -accuracy.n=$${ACCURACY_N:-40}
 
 kmatrix: ## boot Debian's kernels (6.1, 6.12; amd64, arm64) under qemu + the host: check × kernel table (root)
 	$(GO) run ./internal/kmatrix $(KMATRIXFLAGS)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/timeout-tracer/tracer/event"
@@ -96,7 +97,7 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		notes = append(notes, cause.Note)
 	}
 	var listNote string
-	cause.Connections, listNote = connections(cands, d, c.cfg.MaxReportConnections)
+	cause.Connections, listNote = connections(cands, d, c.cfg.MaxReportConnections, c.cfg.MaxReportEvents)
 	if listNote != "" {
 		notes = append(notes, listNote)
 	}
@@ -265,9 +266,9 @@ func describe(c Class) string {
 }
 
 // connections turns the evidence, in sortEvidence's order, into the
-// report's connection list, at most max; the note says how many were left
-// out.
-func connections(es []*evidence, d *event.Deadline, max int) ([]Connection, string) {
+// report's connection list, at most max, each with at most maxEvents of its
+// events; the note says how many connections were left out.
+func connections(es []*evidence, d *event.Deadline, max, maxEvents int) ([]Connection, string) {
 	var note string
 	if len(es) > max {
 		note = fmt.Sprintf("%d of %d candidate sockets listed", max, len(es))
@@ -297,6 +298,7 @@ func connections(es []*evidence, d *event.Deadline, max int) ([]Connection, stri
 			cn.FirstMono, cn.LastMono = e.first, e.last
 			cn.First, cn.Last = wallOf(d, e.first), wallOf(d, e.last)
 		}
+		cn.Events, cn.EventsOmitted = timeline(e.evs, d, maxEvents)
 		out = append(out, cn)
 	}
 	return out, note
@@ -322,4 +324,30 @@ func (c *Correlator) dialingIn(d *event.Deadline, sp span) bool {
 		}
 	}
 	return false
+}
+
+// timeline lists a connection's events in the window in time order (the
+// arrival order on a tie), keeping the newest max: those leading up to the
+// expiry. Counts and First still cover the ones left out.
+func timeline(recs []*tcpRec, d *event.Deadline, max int) ([]ConnEvent, int) {
+	if len(recs) == 0 {
+		return nil, 0
+	}
+	// examine collected them newest first.
+	slices.Reverse(recs)
+	slices.SortStableFunc(recs, func(a, b *tcpRec) int { return cmp.Compare(a.mono, b.mono) })
+	omitted := 0
+	if len(recs) > max {
+		omitted = len(recs) - max
+		recs = recs[omitted:]
+	}
+	out := make([]ConnEvent, len(recs))
+	for i, r := range recs {
+		out[i] = ConnEvent{
+			Kind: r.kind.String(), Mono: r.mono, Time: wallOf(d, r.mono),
+			RTOMs: int64(r.rtoUs+500) / 1000, SRTTUs: int64(r.srttUs), Backoff: r.backoff, Retransmits: r.retransmits,
+			Error: (&event.TCP{Errno: syscall.Errno(r.errno)}).ErrnoName(),
+		}
+	}
+	return out, omitted
 }

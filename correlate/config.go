@@ -36,6 +36,7 @@ type Config struct {
 	MaxProcesses            int // processes; default 4096
 	MaxPending              int // deadlines waiting for their grace window; default 4096
 	MaxReportConnections    int // connections listed in one report (all count for its class); default 16
+	MaxReportEvents         int // TCP events listed per connection in a report (the newest); default 16
 }
 
 // DefaultConfig returns the defaults.
@@ -54,6 +55,7 @@ func DefaultConfig() Config {
 		MaxProcesses:            4096,
 		MaxPending:              4096,
 		MaxReportConnections:    16,
+		MaxReportEvents:         16,
 	}
 }
 
@@ -95,6 +97,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"MaxProcesses", &c.MaxProcesses, def.MaxProcesses},
 		{"MaxPending", &c.MaxPending, def.MaxPending},
 		{"MaxReportConnections", &c.MaxReportConnections, def.MaxReportConnections},
+		{"MaxReportEvents", &c.MaxReportEvents, def.MaxReportEvents},
 	} {
 		if *n.v < 0 {
 			return c, fmt.Errorf("correlator config: %s is negative (%d)", n.name, *n.v)

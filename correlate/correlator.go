@@ -289,3 +289,17 @@ func (c *Correlator) onBinding(b *event.Binding) {
 func clampU32(v int64) uint32 {
 	return uint32(min(max(v, 0), 1<<32-1))
 }
+
+// WatchActivity declares that the socket activity of pid is sampled from
+// mono on (the kernel collector's activity events are on for it). The
+// absence of activity in a deadline's window then means the process did no
+// network I/O, even if it never had any: class local rather than unknown.
+func (c *Correlator) WatchActivity(pid uint32, mono uint64) {
+	p := c.procFor(pid, mono)
+	if p == nil {
+		return
+	}
+	if !p.hasActivity || mono < p.firstActivity {
+		p.hasActivity, p.firstActivity = true, mono
+	}
+}

@@ -21,7 +21,8 @@ type evidence struct {
 	first       uint64
 	last        uint64
 	seen        bool
-	rtos        []rtoAt // the RTO events, in time order, for the summary
+	rtos        []rtoAt   // the RTO events, in time order, for the summary
+	evs         []*tcpRec // the TCP events in [lo, hi], for the report's timeline
 	sent        bool
 	recv        bool
 	// Causal trouble: errors and resets count only up to the expiry. One
@@ -79,6 +80,7 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 			continue
 		}
 		e.note(r.mono)
+		e.evs = append(e.evs, r)
 		if int(r.kind) < len(e.n) {
 			e.n[r.kind]++
 		}
@@ -216,6 +218,6 @@ func (c *Correlator) newEvidence() *evidence {
 	}
 	e := c.evPool[c.evUsed]
 	c.evUsed++
-	*e = evidence{rtos: e.rtos[:0]}
+	*e = evidence{rtos: e.rtos[:0], evs: e.evs[:0]}
 	return e
 }

@@ -136,4 +136,24 @@ type Connection struct {
 	LastMono  uint64    `json:"last_mono,omitempty"`
 	First     time.Time `json:"first,omitzero"`
 	Last      time.Time `json:"last,omitzero"`
+	// Events are the socket's TCP events in the window, oldest first: the
+	// newest Config.MaxReportEvents; EventsOmitted says how many older ones
+	// were left out (Counts include them).
+	Events        []ConnEvent `json:"events,omitempty"`
+	EventsOmitted int         `json:"events_omitted,omitempty"`
+}
+
+// ConnEvent is one kernel TCP event of a connection, as a timeline entry
+// (an OTLP span event, say).
+type ConnEvent struct {
+	Kind string `json:"kind"` // event.TCPKind's name: "rto", "connect_failed", ...
+	// When: CLOCK_MONOTONIC, and wall clock derived from the deadline's
+	// own pair of clocks (zero when the deadline has no wall time).
+	Mono        uint64    `json:"mono"`
+	Time        time.Time `json:"time,omitzero"`
+	RTOMs       int64     `json:"rto_ms"` // the RTO armed at the event
+	SRTTUs      int64     `json:"srtt_us"`
+	Backoff     uint8     `json:"backoff"`
+	Retransmits uint8     `json:"retransmits"`
+	Error       string    `json:"error,omitempty"` // errno name of a failed connect or socket error
 }

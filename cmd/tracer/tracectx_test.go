@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ type labLine struct {
 	Side       string  `json:"side"`
 	TraceID    string  `json:"trace_id"`
 	Outcome    string  `json:"outcome"`
+	Target     string  `json:"target"`
 	DurationMS float64 `json:"duration_ms"`
 	Summary    bool    `json:"summary"`
 }
@@ -45,31 +47,49 @@ func runLab(t *testing.T, serverArgs, clientArgs []string, traceServer bool, dur
 
 // runLabCmd is runLab with the whole tracer command line; "PID" in it
 // stands for the traced process.
-func runLabCmd(t *testing.T, serverArgs, clientArgs []string, traceServer bool, during func(*netlab.Pair), tracerArgs []string) labRun {
+func runLabCmd(t *testing.T, serverArgs, clientArgs []string, traceServer bool, during func(*netlab.Pair), tracerArgs []string, setup ...func(*netlab.Pair) error) labRun {
 	t.Helper()
 	p := netlab.NewPair(t)
+	for _, f := range setup {
+		if err := f(p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	lab := testprog.Path(t, "labapp")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	srv := p.ServerCmd(ctx, lab, serverArgs...)
+	// Servers: the first listens on :8080 (its own args say so); more
+	// servers are separated by "--" in serverArgs.
+	var servers []*exec.Cmd
 	var srvOut bytes.Buffer
-	srvPipe, _ := srv.StdoutPipe()
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
+	var srvMu sync.Mutex
+	for _, sargs := range splitArgs(serverArgs) {
+		srv := p.ServerCmd(ctx, lab, sargs...)
+		srvPipe, _ := srv.StdoutPipe()
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { srv.Process.Kill(); srv.Wait() }()
+		sbr := bufio.NewReader(srvPipe)
+		if line, err := sbr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+			t.Fatalf("server not ready: %q %v", line, err)
+		}
+		go func() {
+			sc := bufio.NewScanner(sbr)
+			for sc.Scan() {
+				srvMu.Lock()
+				srvOut.Write(append(sc.Bytes(), '\n'))
+				srvMu.Unlock()
+			}
+		}()
+		servers = append(servers, srv)
 	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	sbr := bufio.NewReader(srvPipe)
-	if line, err := sbr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
-		t.Fatalf("server not ready: %q %v", line, err)
-	}
-	go io.Copy(&srvOut, sbr)
+	srv := servers[0]
 
 	args := append([]string(nil), clientArgs...)
 	for i, a := range args {
-		if a == labTarget {
-			args[i] = fmt.Sprintf("%s:8080", p.ServerAddr)
-		}
+		args[i] = strings.ReplaceAll(a, "SERVER", p.ServerAddr.String())
 	}
 	cl := p.ClientCmd(ctx, lab, append(args, "-wait")...)
 	stdin, _ := cl.StdinPipe()
@@ -149,6 +169,8 @@ func runLabCmd(t *testing.T, serverArgs, clientArgs []string, traceServer bool, 
 	}
 	tr.Wait()
 	run.stderr = stderr.String()
+	srvMu.Lock()
+	defer srvMu.Unlock()
 	for _, line := range strings.Split(srvOut.String(), "\n") {
 		var l labLine
 		if json.Unmarshal([]byte(line), &l) == nil && l.Side == "server" {
@@ -282,6 +304,21 @@ func TestTraceContextConcurrentMixed(t *testing.T) {
 		t.Fatal("no request succeeded: not a mixed run")
 	}
 	checkTraceIDs(t, run.client, run.reports, clientTimeout, 0.99)
+}
+
+// splitArgs splits server arguments at "--": one list per server.
+func splitArgs(args []string) [][]string {
+	var out [][]string
+	cur := []string{}
+	for _, a := range args {
+		if a == "--" {
+			out = append(out, cur)
+			cur = []string{}
+			continue
+		}
+		cur = append(cur, a)
+	}
+	return append(out, cur)
 }
 
 // clientTimeout is the lab client's per-request timeout in these tests.

@@ -91,6 +91,9 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 	if p.corr, err = correlate.New(ccfg); err != nil {
 		return nil, err
 	}
+	// Activity sampling is on for this process from now: no activity in a
+	// window means no network I/O.
+	p.corr.WatchActivity(uint32(cfg.PID), monoNow())
 	if cfg.Detail == "always" {
 		if err := p.setDetail(true, "--detail=always"); err != nil {
 			return nil, err
@@ -116,6 +119,18 @@ func (p *Pipeline) setDetail(on bool, reason string) error {
 	return nil
 }
 
+// switchDetail is the adaptive switch: a failure (typically the process
+// exiting while the probes attach) leaves the cold tier tracing and is
+// said, never fatal: the reports already seen must not be lost.
+func (p *Pipeline) switchDetail(on bool, reason string) {
+	if err := p.setDetail(on, reason); err != nil {
+		p.log.Warn("detail probes not switched; the cold tier keeps tracing", "pid", p.cfg.PID, "on", on, "err", err)
+		if p.sink.Detail != nil {
+			p.sink.Detail(time.Now(), false, "could not switch: "+err.Error())
+		}
+	}
+}
+
 // Run merges and correlates until ctx ends or the process exits (exited
 // closes), then drains what is buffered and flushes the correlator.
 func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
@@ -135,9 +150,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			}
 			p.buf = append(p.buf, &d)
 			if p.cfg.Detail == "auto" && p.ctl.Observe(time.Now()) {
-				if err := p.setDetail(true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window)); err != nil {
-					return err
-				}
+				p.switchDetail(true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))
 			}
 		case b, ok := <-bindings:
 			if !ok {
@@ -147,9 +160,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			p.buf = append(p.buf, &b)
 		case <-tick.C:
 			if p.cfg.Detail == "auto" && p.ctl.Tick(time.Now()) {
-				if err := p.setDetail(false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet)); err != nil {
-					return err
-				}
+				p.switchDetail(false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet))
 			}
 			if err := p.release(monoNow() - uint64(reorder)); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,12 +41,17 @@ type clientConfig struct {
 	otel        bool
 	traceparent string
 	wait        bool
+	localWait   time.Duration
+	retry       bool
 }
 
 // bind registers the client flags on fs.
 func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.proto, "proto", "http", "protocol: http|grpc")
-	fs.StringVar(&c.target, "target", "127.0.0.1:8080", "server address host:port")
+	fs.StringVar(&c.target, "target", "127.0.0.1:8080", "server address host:port; several, comma-separated, are used in turn (request i goes to target i mod n)")
+	fs.BoolVar(&c.retry, "retry", false, "retry a failed call every 50 ms until the deadline (a reset or refused connect then ends in a timeout)")
+	fs.DurationVar(&c.localWait, "local-wait", 0,
+		"before each call, wait for a token of a local semaphore that one goroutine refills every this long: a deadline can expire in the wait, with no network I/O (0: no semaphore)")
 	fs.StringVar(&c.path, "path", "/work", "HTTP path")
 	fs.IntVar(&c.n, "n", 1, "number of requests")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "concurrent workers")
@@ -120,16 +126,22 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 		tel = newTelemetry()
 		defer tel.shutdown(context.Background())
 	}
-	var (
-		c   caller
-		err error
-	)
-	if cfg.proto == "http" {
-		c = newHTTPCaller(cfg, tel)
-	} else if c, err = newGRPCCaller(cfg, tel); err != nil {
-		return err
+	var callers []caller
+	for _, target := range strings.Split(cfg.target, ",") {
+		tcfg := cfg
+		tcfg.target = target
+		var (
+			c   caller
+			err error
+		)
+		if cfg.proto == "http" {
+			c = newHTTPCaller(tcfg, tel)
+		} else if c, err = newGRPCCaller(tcfg, tel); err != nil {
+			return err
+		}
+		defer c.close()
+		callers = append(callers, c)
 	}
-	defer c.close()
 
 	if err := out.line(fmt.Sprintf("ready %d", os.Getpid())); err != nil {
 		return err
@@ -140,7 +152,25 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 		}
 	}
 
-	r := &requester{cfg: cfg, caller: c}
+	r := &requester{cfg: cfg, callers: callers, targets: strings.Split(cfg.target, ",")}
+	if cfg.localWait > 0 {
+		r.sem = make(chan struct{})
+		go func() {
+			t := time.NewTicker(cfg.localWait)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					select {
+					case r.sem <- struct{}{}:
+					default: // nobody waiting: the token is not kept
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	if cfg.span == spanBefore {
 		r.tracer = tel.tracer()
 	}
@@ -153,9 +183,11 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 
 // requester sends the requests and logs them.
 type requester struct {
-	cfg    clientConfig
-	caller caller
-	tracer trace.Tracer
+	cfg     clientConfig
+	callers []caller
+	targets []string
+	sem     chan struct{} // -local-wait: the local semaphore
+	tracer  trace.Tracer
 	// fixedTrace and fixedParent are the IDs of -traceparent.
 	fixedTrace, fixedParent string
 }
@@ -225,7 +257,26 @@ func (r *requester) one(seq int) clientLine {
 		defer cancel()
 	}
 	ctx, cs := withCallSpan(ctx)
-	err := r.caller.call(ctx)
+	line.Target = r.targets[seq%len(r.targets)]
+	var err error
+	if r.sem != nil {
+		select {
+		case <-r.sem:
+		case <-ctx.Done():
+			err = ctx.Err() // the deadline expired in the local wait
+		}
+	}
+	if err == nil {
+		err = r.callers[seq%len(r.callers)].call(ctx)
+		for r.cfg.retry && err != nil && ctx.Err() == nil {
+			select {
+			case <-time.After(50 * time.Millisecond):
+				err = r.callers[seq%len(r.callers)].call(ctx)
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
+	}
 	line.DurationMS = millis(time.Since(start))
 	line.Outcome, line.Error = clientOutcome(ctx, err), errorText(err)
 

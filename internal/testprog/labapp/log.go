@@ -19,9 +19,10 @@ const (
 
 // clientLine is the record of one client request.
 type clientLine struct {
-	Side  string `json:"side"` // always "client"
-	Proto string `json:"proto"`
-	Seq   int    `json:"seq"`
+	Side   string `json:"side"` // always "client"
+	Proto  string `json:"proto"`
+	Seq    int    `json:"seq"`
+	Target string `json:"target"` // the server this request went to
 	// TraceID is the trace the request belongs to (32 hex), empty without
 	// OTel.
 	TraceID string `json:"trace_id"`

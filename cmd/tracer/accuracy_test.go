@@ -1,0 +1,192 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/timeout-tracer/tracer/internal/netlab"
+)
+
+// accuracyN scales the matrix: `make accuracy` runs it with -accuracy.n=40;
+// the test suite's short form uses a few requests per class.
+var accuracyN = flag.Int("accuracy.n", 8, "requests per scenario in the accuracy matrix")
+
+// accScenario is one row of the accuracy matrix: lab servers, a client, a
+// fault, and the class each client-logged expiry should get (by target).
+type accScenario struct {
+	name    string
+	servers []string // labapp server args; "--" separates servers
+	client  []string // labapp client args after -proto/-target/-n
+	target  string   // client -target (SERVER is replaced)
+	fault   func(p *netlab.Pair) error
+	after   time.Duration // when the fault goes in, after the client starts
+	want    map[string]string
+}
+
+func accuracyMatrix(n int) []accScenario {
+	ns := fmt.Sprint(n)
+	slow := []string{"http-server", "-addr", ":8080", "-delay", "400ms"}
+	fast := []string{"http-server", "-addr", ":8080", "-delay", "100ms"}
+	return []accScenario{
+		{name: "rto", servers: fast, target: "SERVER:8080",
+			client: []string{"-n", fmt.Sprint(3 * 4), "-concurrency", "4", "-timeout", "1200ms", "-span", "before"},
+			fault:  func(p *netlab.Pair) error { return p.Blackhole(8080) }, after: 150 * time.Millisecond,
+			want: map[string]string{"SERVER:8080": "rto"}},
+		{name: "syn_timeout", servers: fast, target: "SERVER:8080",
+			client: []string{"-n", ns, "-concurrency", "2", "-timeout", "1500ms", "-span", "before"},
+			fault:  func(p *netlab.Pair) error { return p.DropSYN(8080) },
+			want:   map[string]string{"SERVER:8080": "syn_timeout"}},
+		{name: "refused", servers: fast, target: "SERVER:9",
+			client: []string{"-n", ns, "-concurrency", "2", "-timeout", "300ms", "-span", "before", "-retry"},
+			want:   map[string]string{"SERVER:9": "refused"}},
+		{name: "slow_peer", servers: slow, target: "SERVER:8080",
+			client: []string{"-n", ns, "-concurrency", "2", "-timeout", "150ms", "-span", "before"},
+			want:   map[string]string{"SERVER:8080": "slow_peer"}},
+		{name: "local", servers: fast, target: "SERVER:8080",
+			client: []string{"-n", ns, "-concurrency", "2", "-timeout", "150ms", "-span", "before", "-local-wait", "2s"},
+			want:   map[string]string{"SERVER:8080": "local"}},
+		{name: "healthy", servers: []string{"http-server", "-addr", ":8080"}, target: "SERVER:8080",
+			client: []string{"-n", ns, "-concurrency", "2", "-timeout", "1s", "-span", "before"},
+			want:   map[string]string{}},
+		{name: "mixed", servers: append(append(slow, "--"), "http-server", "-addr", ":8081", "-delay", "100ms"),
+			target: "SERVER:8080,SERVER:8081",
+			client: []string{"-n", fmt.Sprint(2 * n), "-concurrency", "2", "-timeout", "250ms", "-span", "before"},
+			fault:  func(p *netlab.Pair) error { return p.Blackhole(8081) }, after: 150 * time.Millisecond,
+			want: map[string]string{"SERVER:8080": "slow_peer", "SERVER:8081": "rto"}},
+	}
+}
+
+// accRow is what one scenario and detail mode scored.
+type accRow struct {
+	scenario, detail             string
+	logged, reported, rightTrace int
+	sure, rightSure              int // exact and probable reports, and those with the right class
+	byConfidence                 map[string]int
+	byClass                      map[string]int
+	blamedNetwork                int // slow_peer/local expiries given a network class: must be 0
+	falseReports                 int // reports matching no logged expiry
+	stderr                       string
+}
+
+func runAccuracy(t *testing.T, sc accScenario, detail string) accRow {
+	t.Helper()
+	client := append([]string{"client", "-proto", "http", "-target", sc.target}, sc.client...)
+	var during func(*netlab.Pair)
+	if sc.fault != nil {
+		during = func(p *netlab.Pair) {
+			time.Sleep(sc.after)
+			if err := sc.fault(p); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	// Faults that must be there from the start go in before the client runs.
+	if sc.after == 0 && sc.fault != nil {
+		run := runLabCmd(t, sc.servers, client, false, nil, []string{"trace", "--pid", "PID", "-o", "json", "--detail", detail}, sc.fault)
+		return score(sc, detail, run)
+	}
+	run := runLabCmd(t, sc.servers, client, false, during, []string{"trace", "--pid", "PID", "-o", "json", "--detail", detail})
+	return score(sc, detail, run)
+}
+
+func score(sc accScenario, detail string, run labRun) accRow {
+	row := accRow{scenario: sc.name, detail: detail, byConfidence: map[string]int{}, byClass: map[string]int{}, stderr: run.stderr}
+	want := map[string]string{} // trace ID -> expected class
+	raced := map[string]bool{}  // requests whose timer may fire after an answer
+	for _, l := range run.client {
+		switch l.Outcome {
+		case "deadline_exceeded":
+			row.logged++
+			want[l.TraceID] = sc.want["SERVER"+l.Target[strings.LastIndex(l.Target, ":"):]]
+		case "remote_deadline_exceeded", "ok", "error":
+			raced[l.TraceID] = true
+		}
+	}
+	for _, r := range run.reports {
+		exp, ok := want[r.TraceID]
+		if !ok {
+			if !raced[r.TraceID] || r.TraceID == "" {
+				row.falseReports++
+			}
+			continue
+		}
+		row.reported++
+		row.rightTrace++
+		conf, class := "none", ""
+		if r.Cause != nil {
+			conf, class = string(r.Cause.Confidence), string(r.Cause.Class)
+		}
+		row.byConfidence[conf]++
+		row.byClass[class]++
+		if conf == "exact" || conf == "probable" {
+			row.sure++
+			if class == exp || (exp == "rto" && (class == "tlp" || class == "syn_timeout")) {
+				row.rightSure++
+			}
+		}
+		if (exp == "slow_peer" || exp == "local") && networkClasses[class] {
+			row.blamedNetwork++
+		}
+	}
+	return row
+}
+
+func printAccuracy(rows []accRow) {
+	tw := tabwriter.NewWriter(os.Stderr, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tDETAIL\tLOGGED\tREPORTED\tRIGHT TRACE\tRIGHT CLASS (exact+probable)\tCONFIDENCE\tCLASSES\tNETWORK BLAMED WRONGLY\tFALSE REPORTS")
+	for _, r := range rows {
+		var confs []string
+		for k, v := range r.byConfidence {
+			confs = append(confs, fmt.Sprintf("%s=%d", k, v))
+		}
+		sort.Strings(confs)
+		var classes []string
+		for k, v := range r.byClass {
+			classes = append(classes, fmt.Sprintf("%s=%d", k, v))
+		}
+		sort.Strings(classes)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d/%d\t%s\t%s\t%d\t%d\n", r.scenario, r.detail, r.logged, r.reported, r.rightTrace,
+			r.rightSure, r.sure, strings.Join(confs, " "), strings.Join(classes, " "), r.blamedNetwork, r.falseReports)
+	}
+	tw.Flush()
+}
+
+// TestAccuracyMatrix runs the lab through the scenario matrix in auto and
+// always detail and holds the targets: every client-logged expiry
+// reported with its trace ID; >= 97% right class among exact and probable
+// reports; no network cause ever given to a slow_peer or local timeout.
+// `make accuracy` runs it larger (-accuracy.n=40) and prints the table.
+func TestAccuracyMatrix(t *testing.T) {
+	requireGoTracing(t)
+	var rows []accRow
+	for _, sc := range accuracyMatrix(*accuracyN) {
+		for _, detail := range []string{"auto", "always"} {
+			t.Run(sc.name+"/"+detail, func(t *testing.T) {
+				row := runAccuracy(t, sc, detail)
+				rows = append(rows, row)
+				if row.reported != row.logged {
+					t.Errorf("%d expiries logged, %d reported; tracer said: %s", row.logged, row.reported, row.stderr)
+				}
+				if row.blamedNetwork > 0 {
+					t.Errorf("%d slow_peer/local timeouts blamed on the network", row.blamedNetwork)
+				}
+				if row.falseReports > 0 {
+					t.Errorf("%d reports match no logged expiry", row.falseReports)
+				}
+				if row.sure > 0 && float64(row.rightSure)/float64(row.sure) < 0.97 {
+					t.Errorf("right class %d/%d among exact and probable reports, want >= 97%%", row.rightSure, row.sure)
+				}
+				if sc.name != "healthy" && row.logged == 0 {
+					t.Errorf("no expiry in scenario %s: it proves nothing", sc.name)
+				}
+			})
+		}
+	}
+	printAccuracy(rows)
+}
