@@ -83,7 +83,7 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 	const rounds, each = 10, 700 * time.Millisecond
 	p.run(b, 300*time.Millisecond) // warm up: connections, JIT of nothing, caches
 	var offRPS, onRPS, offCPU, onCPU []float64
-	var hits, reqsOn uint64
+	var hits, kernelHits, reqsOn uint64
 	for i := 0; i < rounds; i++ {
 		var a, bb int64
 		var acpu, bcpu float64
@@ -92,13 +92,27 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			// Everything that is always on when tracing a process: the
+			// kernel collector too, filtered to it, with activity sampling.
+			tcp, err := collector.StartTCP(collector.Config{PID: uint32(p.cmd.Process.Pid), ActivityInterval: time.Second, Lifecycle: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			go func() {
+				for range tcp.Events() {
+				}
+			}()
+			k0, _ := tcp.Stats()
 			if err := probes.SetDetail(detail); err != nil {
 				b.Fatal(err)
 			}
 			s0, _ := probes.Stats()
 			bb, bcpu = p.run(b, each)
 			s1, _ := probes.Stats()
+			k1, _ := tcp.Stats()
+			tcp.Close()
 			probes.Close()
+			kernelHits += k1.OwnerHits - k0.OwnerHits
 			hits += s1.UprobeHits() - s0.UprobeHits()
 			reqsOn += uint64(bb)
 		}
@@ -118,11 +132,11 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 	fmt.Fprintf(os.Stderr, "\nGo deadline probes on the success path (%s HTTP service at saturation, timeouts met), detail=%v, %d rounds ABBA:\n", svc, detail, rounds)
 	fmt.Fprintf(os.Stderr, "  requests/s off %.0f, on %.0f: ratio %.3f (A/A spread %s)\n", median(offRPS), median(onRPS), ratio, pct(noise))
 	fmt.Fprintf(os.Stderr, "  CPU per request off %.1f µs, on %.1f µs: ratio %.3f (A/A spread %s)\n", median(offCPU)/1e3, median(onCPU)/1e3, cpuRatio, pct(cpuNoise))
-	fmt.Fprintf(os.Stderr, "  uprobe hits per request: %.3f\n", perReq)
+	fmt.Fprintf(os.Stderr, "  uprobe hits per request: %.3f; kernel send/recv hook runs per request: %.1f (~0.1-0.3 µs each)\n", perReq, float64(kernelHits)/float64(reqsOn))
 	if perReq > 0 {
 		fmt.Fprintf(os.Stderr, "  => %.1f µs of CPU per uprobe hit\n", (median(onCPU)-median(offCPU))/1e3/perReq)
 	} else {
-		fmt.Fprintf(os.Stderr, "  verdict: %s\n", verdict(ratio, noise, 0.99))
+		fmt.Fprintf(os.Stderr, "  verdict (target 0.98 with the kernel collector): %s\n", verdict(ratio, noise, 0.98))
 	}
 	b.ReportMetric(ratio, "throughput-ratio")
 	b.ReportMetric(perReq, "uprobe-hits/req")
