@@ -297,33 +297,26 @@ func (p *GoProbes) Binary() *gobin.Binary { return p.bin }
 func (p *GoProbes) read(poll time.Duration) {
 	defer p.wg.Done()
 	defer close(p.events)
-	var rec ringbuf.Record
-	for {
-		p.reader.SetDeadline(time.Now().Add(poll))
-		err := p.reader.ReadInto(&rec)
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			continue
-		case errors.Is(err, ringbuf.ErrClosed):
-			return
-		case err != nil:
-			p.log.Error("read ring buffer", "err", err)
-			return
-		}
+	readRing(p.reader, poll, p.log, func(raw []byte) bool {
 		var ev event.Deadline
-		if err := p.decode(rec.RawSample, &ev); err != nil {
-			p.mu.Lock()
-			p.decodeErrors++
-			p.mu.Unlock()
+		if err := p.decode(raw, &ev); err != nil {
+			p.countDecodeError()
 			p.log.Warn("drop undecodable deadline event", "err", err)
-			continue
+			return true
 		}
 		select {
 		case p.events <- ev:
+			return true
 		case <-p.done:
-			return
+			return false
 		}
-	}
+	})
+}
+
+func (p *GoProbes) countDecodeError() {
+	p.mu.Lock()
+	p.decodeErrors++
+	p.mu.Unlock()
 }
 
 var goEventSize = int(unsafe.Sizeof(godeadlineTtGoEvent{}))
@@ -711,32 +704,19 @@ var bindingSize = int(unsafe.Sizeof(godeadlineTtGoBinding{}))
 func (p *GoProbes) readBindings(poll time.Duration) {
 	defer p.wg.Done()
 	defer close(p.bindings)
-	var rec ringbuf.Record
-	for {
-		p.bindRd.SetDeadline(time.Now().Add(poll))
-		err := p.bindRd.ReadInto(&rec)
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			continue
-		case errors.Is(err, ringbuf.ErrClosed):
-			return
-		case err != nil:
-			p.log.Error("read binding ring buffer", "err", err)
-			return
-		}
-		if len(rec.RawSample) < bindingSize {
-			p.mu.Lock()
-			p.decodeErrors++
-			p.mu.Unlock()
-			continue
+	readRing(p.bindRd, poll, p.log, func(raw []byte) bool {
+		if len(raw) < bindingSize {
+			p.countDecodeError()
+			return true
 		}
 		var r godeadlineTtGoBinding
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), bindingSize), rec.RawSample)
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), bindingSize), raw)
 		b := event.Binding{Mono: r.TsNs, PID: r.Pid, Goid: r.Goid, Cookie: r.Cookie, Source: event.BindHTTPRoundTrip}
 		select {
 		case p.bindings <- b:
+			return true
 		case <-p.done:
-			return
+			return false
 		}
-	}
+	})
 }

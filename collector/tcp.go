@@ -299,33 +299,22 @@ func explain(err error) error {
 func (c *TCP) read(poll time.Duration) {
 	defer c.wg.Done()
 	defer close(c.events)
-	var rec ringbuf.Record
-	for {
-		c.reader.SetDeadline(time.Now().Add(poll))
-		err := c.reader.ReadInto(&rec)
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			continue
-		case errors.Is(err, ringbuf.ErrClosed):
-			return
-		case err != nil:
-			c.log.Error("read ring buffer", "err", err)
-			return
-		}
+	readRing(c.reader, poll, c.log, func(raw []byte) bool {
 		var ev event.TCP
-		if err := decodeTCP(rec.RawSample, c.clk, &ev); err != nil {
+		if err := decodeTCP(raw, c.clk, &ev); err != nil {
 			c.mu.Lock()
 			c.decodeErrors++
 			c.mu.Unlock()
 			c.log.Warn("drop undecodable event", "err", err)
-			continue
+			return true
 		}
 		select {
 		case c.events <- ev:
+			return true
 		case <-c.done:
-			return
+			return false
 		}
-	}
+	})
 }
 
 // Events delivers decoded events in the order the ring buffer holds them.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,21 +12,17 @@ import (
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/adaptive"
 	"github.com/timeout-tracer/tracer/internal/pipeline"
 	"github.com/timeout-tracer/tracer/record"
 )
 
 type recordFlags struct {
-	pid      int
-	out      string
-	duration time.Duration
-	detail   string
-	policy   adaptive.Policy
+	targetFlags
+	out string
 }
 
 func newRecordCommand(g *globalFlags) *cobra.Command {
-	f := &recordFlags{policy: adaptive.DefaultPolicy}
+	f := &recordFlags{}
 	cmd := &cobra.Command{
 		Use:   "record",
 		Short: "Record the raw event stream of a Go process (kernel TCP + deadlines) to a file",
@@ -41,13 +36,8 @@ bug reports and correlator tests reproducible without root.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runRecord(cmd, g, f) },
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&f.pid, "pid", 0, "process to record (required)")
+	f.bind(fl, "record")
 	fl.StringVarP(&f.out, "output", "o", "", "file to write (required; - for standard output)")
-	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted or the process exits)")
-	fl.StringVar(&f.detail, "detail", "auto", "detail probes: auto, always or never")
-	fl.IntVar(&f.policy.Threshold, "detail-threshold", f.policy.Threshold, "auto: expiries within --detail-window that attach detail")
-	fl.DurationVar(&f.policy.Window, "detail-window", f.policy.Window, "auto: window for --detail-threshold")
-	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach detail after this long without an expiry")
 	return cmd
 }
 
@@ -59,19 +49,11 @@ func runRecord(cmd *cobra.Command, g *globalFlags, f *recordFlags) error {
 	if f.out == "" {
 		return errors.New("-o FILE is required: where to write the events")
 	}
-	if !contains(detailModes, f.detail) {
-		return fmt.Errorf("unknown --detail %q: use auto, always or never", f.detail)
-	}
-	if err := f.policy.Validate(); err != nil {
-		return err
-	}
-	if f.pid <= 0 {
-		return errors.New("--pid is required: the process to record")
-	}
-	exited, err := watchProcess(f.pid)
+	ctx, cancel, exited, err := f.start(cmd.Context(), "record")
 	if err != nil {
 		return err
 	}
+	defer cancel()
 	out := cmd.OutOrStdout()
 	if f.out != "-" {
 		file, err := os.Create(f.out)
@@ -86,12 +68,6 @@ func runRecord(cmd *cobra.Command, g *globalFlags, f *recordFlags) error {
 		Note: "tracer " + strings.Join(os.Args[1:], " ")})
 	if err != nil {
 		return fmt.Errorf("write %s: %w", f.out, err)
-	}
-	ctx := cmd.Context()
-	if f.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.duration)
-		defer cancel()
 	}
 	stderr := cmd.ErrOrStderr()
 	n := 0

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -11,23 +9,19 @@ import (
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/adaptive"
 	"github.com/timeout-tracer/tracer/internal/pipeline"
 )
 
 type traceFlags struct {
-	pid      int
-	duration time.Duration
-	output   string
-	detail   string
-	policy   adaptive.Policy
+	targetFlags
+	output string
 }
 
 // Detail modes of --detail.
 var detailModes = []string{"auto", "always", "never"}
 
 func newTraceCommand(g *globalFlags) *cobra.Command {
-	f := &traceFlags{policy: adaptive.DefaultPolicy}
+	f := &traceFlags{}
 	cmd := &cobra.Command{
 		Use:   "trace",
 		Short: "Report every context deadline that expires in a running Go process",
@@ -47,13 +41,8 @@ after --detail-quiet without one. Each switch is printed.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTrace(cmd, g, f) },
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&f.pid, "pid", 0, "process to trace (required)")
-	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted or the process exits)")
+	f.bind(fl, "trace")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
-	fl.StringVar(&f.detail, "detail", "auto", "detail probes: auto, always or never")
-	fl.IntVar(&f.policy.Threshold, "detail-threshold", f.policy.Threshold, "auto: expiries within --detail-window that attach detail")
-	fl.DurationVar(&f.policy.Window, "detail-window", f.policy.Window, "auto: window for --detail-threshold")
-	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach detail after this long without an expiry")
 	return cmd
 }
 
@@ -66,25 +55,11 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 	if err != nil {
 		return err
 	}
-	if !contains(detailModes, f.detail) {
-		return fmt.Errorf("unknown --detail %q: use auto, always or never", f.detail)
-	}
-	if err := f.policy.Validate(); err != nil {
-		return err
-	}
-	if f.pid <= 0 {
-		return errors.New("--pid is required: the process to trace")
-	}
-	exited, err := watchProcess(f.pid)
+	ctx, cancel, exited, err := f.start(cmd.Context(), "trace")
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
-	if f.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.duration)
-		defer cancel()
-	}
+	defer cancel()
 	stderr := cmd.ErrOrStderr()
 	w := export.NewTimeoutWriter(cmd.OutOrStdout(), format)
 	pid := uint32(f.pid)

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/timeout-tracer/tracer/internal/adaptive"
+)
+
+// targetFlags are the flags of the commands that attach to one Go process
+// (trace, record): which process, for how long, and the detail tier.
+type targetFlags struct {
+	pid      int
+	duration time.Duration
+	detail   string
+	policy   adaptive.Policy
+}
+
+func (f *targetFlags) bind(fl *pflag.FlagSet, verb string) {
+	f.policy = adaptive.DefaultPolicy
+	fl.IntVar(&f.pid, "pid", 0, "process to "+verb+" (required)")
+	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted or the process exits)")
+	fl.StringVar(&f.detail, "detail", "auto", "detail probes: auto, always or never")
+	fl.IntVar(&f.policy.Threshold, "detail-threshold", f.policy.Threshold, "auto: expiries within --detail-window that attach detail")
+	fl.DurationVar(&f.policy.Window, "detail-window", f.policy.Window, "auto: window for --detail-threshold")
+	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach detail after this long without an expiry")
+}
+
+// start validates the flags, checks the process exists, and returns a
+// context bounded by --duration and a channel closed when the process exits.
+func (f *targetFlags) start(ctx context.Context, verb string) (context.Context, context.CancelFunc, <-chan struct{}, error) {
+	if !contains(detailModes, f.detail) {
+		return nil, nil, nil, fmt.Errorf("unknown --detail %q: use auto, always or never", f.detail)
+	}
+	if err := f.policy.Validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	if f.pid <= 0 {
+		return nil, nil, nil, errors.New("--pid is required: the process to " + verb)
+	}
+	exited, err := watchProcess(f.pid)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cancel := context.CancelFunc(func() {})
+	if f.duration > 0 {
+		ctx, cancel = context.WithTimeout(ctx, f.duration)
+	}
+	return ctx, cancel, exited, nil
+}
