@@ -520,19 +520,16 @@ int go_http_roundtrip(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tgid = pid_tgid >> 32;
 	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
-	if (!off || !off->tcpconn_itab)
+	if (!off)
 		return 0;
 	__u64 pc = GO_ARG1(ctx);
-	if (read_u64(pc + off->persistconn_conn) != off->tcpconn_itab)
-		return 0;
-	__u64 tcpconn = read_u64(pc + off->persistconn_conn + 8);
-	__u64 netfd = read_u64(tcpconn + off->conn_fd);
-	if (!netfd)
-		return 0;
-	__s64 fd = (__s64)read_u64(netfd + off->netfd_sysfd);
-	__u64 cookie = fd_cookie(fd);
-	if (!cookie)
-		return 0;
+	__u64 cookie = 0;
+	if (off->tcpconn_itab && read_u64(pc + off->persistconn_conn) == off->tcpconn_itab) {
+		__u64 tcpconn = read_u64(pc + off->persistconn_conn + 8);
+		__u64 netfd = read_u64(tcpconn + off->conn_fd);
+		if (netfd)
+			cookie = fd_cookie((__s64)read_u64(netfd + off->netfd_sysfd));
+	}
 	struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
 	if (!b) {
 		hit(TT_GO_HIT_DROPPED);
@@ -544,6 +541,47 @@ int go_http_roundtrip(struct pt_regs *ctx)
 	b->goid = goid_of(GO_G(ctx), off);
 	b->cookie = cookie;
 	b->kind = TT_BIND_HTTP_ROUNDTRIP;
+
+	/* The request's context: the nearest deadline and span above it. */
+	__u64 req = read_u64(GO_ARG2(ctx)); /* transportRequest.Request */
+	__u64 tab = read_u64(req + off->request_ctx), data = read_u64(req + off->request_ctx + 8);
+	for (int i = 0; i < TT_GO_CHAIN && tab && data; i++) {
+		struct pid_ptr key = {.pid = tgid, .ptr = tab};
+		const struct tt_go_ctx_itab *it = bpf_map_lookup_elem(&go_ctx_itabs, &key);
+		if (!it || it->parent_off == TT_GO_ROOT_CTX)
+			break;
+		if (it->is_timer && !b->has_deadline) {
+			b->has_deadline = 1;
+			b->deadline_wall = read_u64(data + off->timerctx_deadline);
+			b->deadline_ext = (__s64)read_u64(data + off->timerctx_deadline + 8);
+		}
+		if (it->is_value && !b->trace_found && off->has_otel) {
+			struct span_ids ids = {};
+			if (read_span(data, tgid, off, &ids) > 0) {
+				__builtin_memcpy(b->trace_id, ids.trace_id, sizeof(b->trace_id));
+				__builtin_memcpy(b->span_id, ids.span_id, sizeof(b->span_id));
+				b->trace_found = 1;
+			}
+		}
+		__u64 next = data + it->parent_off;
+		tab = read_u64(next);
+		data = read_u64(next + 8);
+	}
+	if (!b->has_deadline) {
+		/* Who made a call without a deadline: walk up to the caller. */
+#if GO_HAS_LR
+		b->pcs[0] = GO_LR(ctx);
+#else
+		b->pcs[0] = read_u64(GO_SP(ctx));
+#endif
+		__u64 fp = GO_FP(ctx);
+		for (int i = 1; i < TT_GO_CALL_STACK; i++) {
+			if (!fp)
+				break;
+			b->pcs[i] = read_u64(fp + 8);
+			fp = read_u64(fp);
+		}
+	}
 	bpf_ringbuf_submit(b, 0);
 	return 0;
 }

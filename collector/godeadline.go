@@ -60,6 +60,7 @@ type GoProbes struct {
 	bindRd   *ringbuf.Reader
 	events   chan event.Deadline
 	bindings chan event.Binding
+	calls    chan event.Call
 	done     chan struct{}
 	wg       sync.WaitGroup
 
@@ -74,8 +75,11 @@ type GoProbes struct {
 	otel      *gobin.OTelLayout
 
 	otelErr      error // why there is no OpenTelemetry walk
+	callsDropped uint64
+	ctxWalk      bool // context itabs are registered: the walk can find deadlines
 	mu           sync.Mutex
 	detail       []link.Link
+	audit        []link.Link // call probes attached by SetAudit
 	swept        uint64
 	decodeErrors uint64
 	closeOnce    sync.Once
@@ -110,6 +114,7 @@ func StartGo(cfg GoConfig) (_ *GoProbes, err error) {
 		clk:      clock{wallMinusMono: monoOffset()},
 		events:   make(chan event.Deadline, 1024),
 		bindings: make(chan event.Binding, 4096),
+		calls:    make(chan event.Call, 4096),
 		done:     make(chan struct{}),
 	}
 	defer func() {
@@ -268,7 +273,11 @@ func (p *GoProbes) SetDetail(on bool) error {
 			return err
 		}
 	}
-	for _, s := range append(append(append([]site(nil), p.httpSites...), p.spanSites...), p.tripSites...) {
+	sites := append(append([]site(nil), p.httpSites...), p.spanSites...)
+	if p.audit == nil { // the audit's call probes already see every call
+		sites = append(sites, p.tripSites...)
+	}
+	for _, s := range sites {
 		if err := attach(s.prog, s.addr); err != nil {
 			return err
 		}
@@ -441,7 +450,7 @@ func (p *GoProbes) Close() error {
 			close(p.bindings)
 		}
 		p.wg.Wait()
-		errs = append(errs, p.SetDetail(false))
+		errs = append(errs, p.SetDetail(false), p.SetAudit(false))
 		for _, l := range p.cold {
 			errs = append(errs, l.Close())
 		}
@@ -599,12 +608,19 @@ func (p *GoProbes) resolveOTel(offs *godeadlineTtGoOffsets) {
 // registerOTel gives the BPF programs the runtime addresses (link-time plus
 // the PIE load bias) of the context and span types of the layout.
 func (p *GoProbes) registerOTel() error {
-	if p.otel == nil {
-		return nil
-	}
 	pid := uint32(p.pid)
 	itabs := p.coll.Maps["go_ctx_itabs"]
-	for _, ci := range p.otel.ContextItabs {
+	var ctxItabs []gobin.ContextItab
+	if p.otel != nil {
+		ctxItabs = p.otel.ContextItabs
+	} else if cis, err := p.bin.ContextItabs(); err == nil {
+		ctxItabs = cis // no OpenTelemetry: the audit still walks contexts for deadlines
+	} else {
+		p.log.Info("no context walk: the audit cannot tell calls without a deadline", "err", err)
+		return nil
+	}
+	p.ctxWalk = true
+	for _, ci := range ctxItabs {
 		v := godeadlineTtGoCtxItab{ParentOff: uint32(ci.ParentOffset)}
 		if ci.Value {
 			v.IsValue = 1
@@ -624,6 +640,9 @@ func (p *GoProbes) registerOTel() error {
 				itabs.Put(godeadlinePidPtr{Pid: pid, Ptr: it.Addr + p.bias}, godeadlineTtGoCtxItab{ParentOff: rootCtx})
 			}
 		}
+	}
+	if p.otel == nil {
+		return nil
 	}
 	for _, st := range p.otel.SpanTypes {
 		if err := p.coll.Maps["go_span_types"].Put(godeadlinePidPtr{Pid: pid, Ptr: st.TypeAddr + p.bias},
@@ -665,9 +684,19 @@ func (p *GoProbes) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 	}
 	addr, err := p.bin.AfterPrologue(fn)
 	if err != nil {
-		p.log.Info("no request-to-connection binding", "err", err)
+		p.log.Info("no net/http call probes", "err", err)
 		return
 	}
+	rc, err := p.bin.FieldOffset("net/http.Request", "ctx")
+	if err != nil {
+		p.log.Info("no net/http call probes", "err", err)
+		return
+	}
+	offs.RequestCtx = uint32(rc)
+	p.tripSites = append(p.tripSites, site{"go_http_roundtrip", addr})
+
+	// The connection behind the call: optional (without it, calls are
+	// still audited but not bound to their socket).
 	var fields [4]int64
 	for i, f := range [][2]string{{"net/http.persistConn", "conn"}, {"net.conn", "fd"}, {"net.netFD", "pfd"}, {"internal/poll.FD", "Sysfd"}} {
 		if fields[i], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
@@ -685,14 +714,9 @@ func (p *GoProbes) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 			offs.TcpconnItab = it.Addr + p.bias
 		}
 	}
-	if offs.TcpconnItab == 0 {
-		p.log.Info("no request-to-connection binding: no *net.TCPConn itab")
-		return
-	}
 	offs.PersistconnConn = uint32(fields[0])
 	offs.ConnFd = uint32(fields[1])
 	offs.NetfdSysfd = uint32(fields[2] + fields[3])
-	p.tripSites = append(p.tripSites, site{"go_http_roundtrip", addr})
 }
 
 // Bindings delivers request -> connection bindings seen by the detail
@@ -711,12 +735,87 @@ func (p *GoProbes) readBindings(poll time.Duration) {
 		}
 		var r godeadlineTtGoBinding
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), bindingSize), raw)
-		b := event.Binding{Mono: r.TsNs, PID: r.Pid, Goid: r.Goid, Cookie: r.Cookie, Source: event.BindHTTPRoundTrip}
-		select {
-		case p.bindings <- b:
-			return true
-		case <-p.done:
-			return false
+		if r.Cookie != 0 {
+			b := event.Binding{Mono: r.TsNs, PID: r.Pid, Goid: r.Goid, Cookie: r.Cookie, Source: event.BindHTTPRoundTrip}
+			select {
+			case p.bindings <- b:
+			case <-p.done:
+				return false
+			}
 		}
+		c := p.call(&r)
+		select {
+		case p.calls <- c:
+		default:
+			p.mu.Lock()
+			p.callsDropped++ // nobody reads calls (no audit): counted, not blocking
+			p.mu.Unlock()
+		}
+		return true
 	})
+}
+
+// Calls delivers every outbound call the call probes saw (detail tier or
+// SetAudit), with what its context allowed. Calls nobody reads are
+// dropped and counted.
+func (p *GoProbes) Calls() <-chan event.Call { return p.calls }
+
+func (p *GoProbes) call(r *godeadlineTtGoBinding) event.Call {
+	c := event.Call{Mono: r.TsNs, Time: p.clk.wall(r.TsNs), PID: r.Pid, Comm: p.comm, Goid: r.Goid, Cookie: r.Cookie,
+		Kind: "http", HasDeadline: r.HasDeadline != 0}
+	if c.HasDeadline {
+		c.Deadline = event.GoTime(r.DeadlineWall, r.DeadlineExt)
+		c.Remaining = c.Deadline.Sub(c.Time)
+	}
+	if r.TraceFound != 0 && !allZero(r.TraceId[:]) {
+		c.TraceID, c.SpanID = hex.EncodeToString(r.TraceId[:]), hex.EncodeToString(r.SpanId[:])
+	}
+	for _, pc := range r.Pcs {
+		if pc == 0 {
+			break
+		}
+		for _, f := range p.bin.SymbolizeFrames(pc - p.bias - 1) {
+			if !strings.HasPrefix(f, "net/http.") && !strings.HasPrefix(f, "context.") {
+				c.Caller = f
+				return c
+			}
+		}
+	}
+	return c
+}
+
+// SetAudit attaches (on) or detaches the call probes on their own, for
+// deadline audits, whatever the detail tier does.
+func (p *GoProbes) SetAudit(on bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on == (p.audit != nil) {
+		return nil
+	}
+	if !on {
+		var errs []error
+		for _, l := range p.audit {
+			errs = append(errs, l.Close())
+		}
+		p.audit = nil
+		return errors.Join(errs...)
+	}
+	if len(p.tripSites) == 0 {
+		return fmt.Errorf("audit: no net/http client call site in this binary")
+	}
+	if !p.ctxWalk {
+		return fmt.Errorf("audit: the context types of this binary are not known, so calls without a deadline cannot be told apart")
+	}
+	for _, s := range p.tripSites {
+		l, err := p.uprobe(s.prog, s.addr)
+		if err != nil {
+			for _, l := range p.audit {
+				l.Close()
+			}
+			p.audit = nil
+			return err
+		}
+		p.audit = append(p.audit, l)
+	}
+	return nil
 }

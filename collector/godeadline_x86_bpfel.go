@@ -44,13 +44,20 @@ type godeadlineTraceparent struct {
 }
 
 type godeadlineTtGoBinding struct {
-	_      structs.HostLayout
-	TsNs   uint64
-	Goid   uint64
-	Cookie uint64
-	Pid    uint32
-	Kind   uint8
-	Pad    [3]uint8
+	_            structs.HostLayout
+	TsNs         uint64
+	Goid         uint64
+	Cookie       uint64
+	Pid          uint32
+	Kind         uint8
+	HasDeadline  uint8
+	TraceFound   uint8
+	Pad          uint8
+	DeadlineWall uint64
+	DeadlineExt  int64
+	TraceId      [16]uint8
+	SpanId       [8]uint8
+	Pcs          [12]uint64
 }
 
 type godeadlineTtGoBindingKind uint32
@@ -132,7 +139,7 @@ type godeadlineTtGoOffsets struct {
 	PersistconnConn   uint32
 	ConnFd            uint32
 	NetfdSysfd        uint32
-	Pad1              uint32
+	RequestCtx        uint32
 }
 
 type godeadlineTtGoSpanType struct {

@@ -90,6 +90,44 @@ func NewReportJSON(r *correlate.Report) TimeoutJSON {
 	return j
 }
 
+// MissingJSON is the line of an outbound call made under a context with no
+// deadline at all (tracer trace --audit): it can wait forever.
+type MissingJSON struct {
+	Time      string `json:"time"`
+	Kind      string `json:"kind"` // "deadline_missing"
+	PID       uint32 `json:"pid"`
+	Comm      string `json:"comm"`
+	Call      string `json:"call"` // "http"
+	Target    string `json:"target"`
+	Caller    string `json:"caller"`
+	Goroutine uint64 `json:"goroutine"`
+	TraceID   string `json:"trace_id"`
+	SpanID    string `json:"span_id"`
+	Cookie    uint64 `json:"cookie,omitempty"`
+}
+
+// WriteMissing writes a deadline_missing line.
+func (w *TimeoutWriter) WriteMissing(c *event.Call, target string) error {
+	if w.format == FormatJSON {
+		return w.enc.Encode(MissingJSON{Time: c.Time.UTC().Format(time.RFC3339Nano), Kind: "deadline_missing", PID: c.PID,
+			Comm: c.Comm, Call: c.Kind, Target: target, Caller: c.Caller, Goroutine: c.Goid, TraceID: c.TraceID,
+			SpanID: c.SpanID, Cookie: c.Cookie})
+	}
+	if target == "" {
+		target = "?"
+	}
+	_, err := fmt.Fprintf(w.w, "-- %s deadline_missing pid %d: %s call to %s from %s has no deadline (trace %s)\n",
+		c.Time.Local().Format("15:04:05.000"), c.PID, c.Kind, target, c.Caller, orDash(c.TraceID))
+	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // DetailJSON is the line printed when the detail probes are switched.
 type DetailJSON struct {
 	Time   string `json:"time"`

@@ -44,6 +44,7 @@ func ProbeFields() []FieldRef {
 		{"net.conn", "fd"},
 		{"net.netFD", "pfd"},
 		{"internal/poll.FD", "Sysfd"},
+		{"net/http.Request", "ctx"},
 		{"runtime.g", "goid"},
 	}
 }

@@ -54,6 +54,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.21", "amd64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.21", "amd64", "net/http.Request", "ctx"}:
+		return 232, true
 	case offsetKey{"1.21", "amd64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.21", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -100,6 +102,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.21", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.21", "arm64", "net/http.Request", "ctx"}:
+		return 232, true
 	case offsetKey{"1.21", "arm64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.22", "amd64", "context.timerCtx", "cancelCtx"}:
@@ -146,6 +150,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.22", "amd64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.22", "amd64", "net/http.Request", "ctx"}:
+		return 232, true
 	case offsetKey{"1.22", "amd64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.22", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -192,6 +198,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.22", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.22", "arm64", "net/http.Request", "ctx"}:
+		return 232, true
 	case offsetKey{"1.22", "arm64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.23", "amd64", "context.timerCtx", "cancelCtx"}:
@@ -238,6 +246,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.23", "amd64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.23", "amd64", "net/http.Request", "ctx"}:
+		return 248, true
 	case offsetKey{"1.23", "amd64", "runtime.g", "goid"}:
 		return 160, true
 	case offsetKey{"1.23", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -284,6 +294,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.23", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.23", "arm64", "net/http.Request", "ctx"}:
+		return 248, true
 	case offsetKey{"1.23", "arm64", "runtime.g", "goid"}:
 		return 160, true
 	case offsetKey{"1.24", "amd64", "context.timerCtx", "cancelCtx"}:
@@ -330,6 +342,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.24", "amd64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.24", "amd64", "net/http.Request", "ctx"}:
+		return 248, true
 	case offsetKey{"1.24", "amd64", "runtime.g", "goid"}:
 		return 160, true
 	case offsetKey{"1.24", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -376,6 +390,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.24", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.24", "arm64", "net/http.Request", "ctx"}:
+		return 248, true
 	case offsetKey{"1.24", "arm64", "runtime.g", "goid"}:
 		return 160, true
 	case offsetKey{"1.25", "amd64", "context.timerCtx", "cancelCtx"}:
@@ -422,6 +438,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.25", "amd64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.25", "amd64", "net/http.Request", "ctx"}:
+		return 248, true
 	case offsetKey{"1.25", "amd64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.25", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -468,6 +486,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.25", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.25", "arm64", "net/http.Request", "ctx"}:
+		return 248, true
 	case offsetKey{"1.25", "arm64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.26", "amd64", "context.timerCtx", "cancelCtx"}:
@@ -514,6 +534,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.26", "amd64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.26", "amd64", "net/http.Request", "ctx"}:
+		return 248, true
 	case offsetKey{"1.26", "amd64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.26", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -560,6 +582,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.26", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.26", "arm64", "net/http.Request", "ctx"}:
+		return 248, true
 	case offsetKey{"1.26", "arm64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.27", "amd64", "context.timerCtx", "cancelCtx"}:
@@ -606,6 +630,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.27", "amd64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.27", "amd64", "net/http.Request", "ctx"}:
+		return 248, true
 	case offsetKey{"1.27", "amd64", "runtime.g", "goid"}:
 		return 152, true
 	case offsetKey{"1.27", "arm64", "context.timerCtx", "cancelCtx"}:
@@ -652,6 +678,8 @@ func tableOffset(k offsetKey) (int64, bool) {
 		return 0, true
 	case offsetKey{"1.27", "arm64", "internal/poll.FD", "Sysfd"}:
 		return 16, true
+	case offsetKey{"1.27", "arm64", "net/http.Request", "ctx"}:
+		return 248, true
 	case offsetKey{"1.27", "arm64", "runtime.g", "goid"}:
 		return 152, true
 	}

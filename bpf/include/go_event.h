@@ -30,7 +30,7 @@ struct tt_go_offsets {
 	__u32 persistconn_conn;    /* net/http.persistConn.conn (a net.Conn) */
 	__u32 conn_fd;             /* net.conn.fd (*netFD) */
 	__u32 netfd_sysfd;         /* net.netFD.pfd + internal/poll.FD.Sysfd */
-	__u32 _pad1;
+	__u32 request_ctx;         /* net/http.Request.ctx (the transportRequest embeds *Request first) */
 };
 
 /* How a goroutine was bound to a socket. */
@@ -38,14 +38,28 @@ enum tt_go_binding_kind {
 	TT_BIND_HTTP_ROUNDTRIP = 1, /* net/http: the request was written to this connection */
 };
 
-/* The goroutine goid of process pid sent a request on the socket cookie. */
+#define TT_GO_CALL_STACK 12
+
+/*
+ * The goroutine goid of process pid sent a request on the socket cookie,
+ * and what its context allowed: the deadline of the nearest timerCtx above
+ * the request's context (has_deadline 0: the call had no deadline at all),
+ * the request's trace, and the return addresses up to the caller.
+ */
 struct tt_go_binding {
 	__u64 ts_ns;
 	__u64 goid;
-	__u64 cookie;
+	__u64 cookie;     /* 0 when the connection could not be resolved */
 	__u32 pid;
-	__u8 kind;       /* enum tt_go_binding_kind */
-	__u8 _pad[3];
+	__u8 kind;        /* enum tt_go_binding_kind */
+	__u8 has_deadline;
+	__u8 trace_found;
+	__u8 _pad;
+	__u64 deadline_wall;
+	__s64 deadline_ext;
+	__u8 trace_id[16];
+	__u8 span_id[8];
+	__u64 pcs[TT_GO_CALL_STACK];
 };
 
 /* sc_off of a span type whose layout is unknown: the walk stops there. */

@@ -15,6 +15,7 @@ import (
 type traceFlags struct {
 	targetFlags
 	output string
+	audit  bool
 }
 
 // Detail modes of --detail.
@@ -43,6 +44,7 @@ after --detail-quiet without one. Each switch is printed.`,
 	fl := cmd.Flags()
 	f.bind(fl, "trace")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	fl.BoolVar(&f.audit, "audit", false, "attach the outbound-call probes (a trap per HTTP call) and report calls made with no deadline at all (deadline_missing)")
 	return cmd
 }
 
@@ -63,9 +65,10 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 	stderr := cmd.ErrOrStderr()
 	w := export.NewTimeoutWriter(cmd.OutOrStdout(), format)
 	pid := uint32(f.pid)
-	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Logger: log}, pipeline.Sink{
-		Report: w.WriteReport,
-		Detail: func(t time.Time, on bool, reason string) error { return w.WriteDetail(t, pid, on, reason) },
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Audit: f.audit, Logger: log}, pipeline.Sink{
+		Report:  w.WriteReport,
+		Missing: w.WriteMissing,
+		Detail:  func(t time.Time, on bool, reason string) error { return w.WriteDetail(t, pid, on, reason) },
 	})
 	if err != nil {
 		return err

@@ -36,6 +36,7 @@ type labRun struct {
 	reports        []export.TimeoutJSON
 	stderr         string
 	stderrBuf      *bytes.Buffer
+	lines          []string // every line the tracer printed
 }
 
 // runLab starts the server, then the client paused (-wait); traces the
@@ -130,10 +131,12 @@ func runLabCmd(t *testing.T, serverArgs, clientArgs []string, traceServer bool, 
 	var run labRun
 	run.stderrBuf = &stderr
 	reports := make(chan []export.TimeoutJSON)
+	var rawLines []string
 	go func() {
 		var rs []export.TimeoutJSON
 		sc := bufio.NewScanner(trOut)
 		for sc.Scan() {
+			rawLines = append(rawLines, sc.Text())
 			var r export.TimeoutJSON
 			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Kind == "timeout" {
 				rs = append(rs, r)
@@ -164,6 +167,7 @@ func runLabCmd(t *testing.T, serverArgs, clientArgs []string, traceServer bool, 
 	}
 	select {
 	case run.reports = <-reports:
+		run.lines = rawLines
 	case <-time.After(10 * time.Second):
 		t.Fatal("tracer output did not end")
 	}

@@ -5,6 +5,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,7 +30,10 @@ type Config struct {
 	// Activity is the kernel activity interval: how finely the process's
 	// socket use (and the goroutine doing it) is sampled. 0 means 1 s.
 	Activity time.Duration
-	Logger   *slog.Logger
+	// Audit attaches the outbound-call probes for the whole run and
+	// reports calls made with no deadline at all.
+	Audit  bool
+	Logger *slog.Logger
 }
 
 // Sink receives what the pipeline produces, in order.
@@ -40,6 +44,9 @@ type Sink struct {
 	Report func(*correlate.Report) error
 	// Detail gets each switch of the detail tier.
 	Detail func(t time.Time, on bool, reason string) error
+	// Missing gets each outbound call made under a context with no
+	// deadline (Config.Audit), with the peer when the connection is known.
+	Missing func(c *event.Call, peer string) error
 }
 
 // Pipeline is one traced process: both collectors, the merge, the
@@ -54,6 +61,36 @@ type Pipeline struct {
 	buf   []event.Any
 	sink  Sink
 	drops uint64
+	// peers names the connections the kernel reported, for audit lines:
+	// cookie -> peer address. Bounded: cleared when full.
+	peers map[uint64]string
+	// missing are calls without a deadline waiting for release.
+	missing []event.Call
+}
+
+func (p *Pipeline) releaseMissing(upTo uint64) error {
+	slices.SortStableFunc(p.missing, func(a, b event.Call) int { return cmp.Compare(a.Mono, b.Mono) })
+	n := 0
+	for ; n < len(p.missing) && p.missing[n].Mono <= upTo; n++ {
+		c := &p.missing[n]
+		if err := p.sink.Missing(c, p.peers[c.Cookie]); err != nil {
+			return err
+		}
+	}
+	p.missing = append(p.missing[:0], p.missing[n:]...)
+	return nil
+}
+
+const maxPeers = 65536
+
+func (p *Pipeline) notePeer(ev *event.TCP) {
+	if ev.Cookie == 0 || !ev.Peer.IsValid() || ev.Peer.Port() == 0 {
+		return
+	}
+	if p.peers == nil || len(p.peers) >= maxPeers {
+		p.peers = make(map[uint64]string)
+	}
+	p.peers[ev.Cookie] = ev.Peer.String()
 }
 
 // reorder is how long events wait to be merged: the two ring buffers are
@@ -94,6 +131,11 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 	// Activity sampling is on for this process from now: no activity in a
 	// window means no network I/O.
 	p.corr.WatchActivity(uint32(cfg.PID), monoNow())
+	if cfg.Audit {
+		if err := p.goP.SetAudit(true); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Detail == "always" {
 		if err := p.setDetail(true, "--detail=always"); err != nil {
 			return nil, err
@@ -137,6 +179,10 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	tcpEvents, goEvents, bindings := p.tcp.Events(), p.goP.Events(), p.goP.Bindings()
+	var calls <-chan event.Call
+	if p.cfg.Audit {
+		calls = p.goP.Calls()
+	}
 	for {
 		select {
 		case ev, ok := <-tcpEvents:
@@ -144,6 +190,16 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				return errors.New("kernel event stream ended unexpectedly")
 			}
 			p.buf = append(p.buf, &ev)
+		case c, ok := <-calls:
+			if !ok {
+				calls = nil
+				continue
+			}
+			if !c.HasDeadline && p.sink.Missing != nil {
+				// Said in stream order, so the connection's peer (from
+				// the kernel events before the call) is known.
+				p.missing = append(p.missing, c)
+			}
 		case d, ok := <-goEvents:
 			if !ok {
 				return errors.New("deadline event stream ended unexpectedly")
@@ -215,6 +271,9 @@ func (p *Pipeline) release(upTo uint64) error {
 	n := 0
 	for ; n < len(p.buf) && p.buf[n].MonoTime() <= upTo; n++ {
 		ev := p.buf[n]
+		if t, ok := ev.(*event.TCP); ok {
+			p.notePeer(t)
+		}
 		if p.sink.Event != nil {
 			if err := p.sink.Event(ev); err != nil {
 				return err
@@ -227,6 +286,9 @@ func (p *Pipeline) release(upTo uint64) error {
 		}
 	}
 	p.buf = append(p.buf[:0], p.buf[n:]...)
+	if err := p.releaseMissing(upTo); err != nil {
+		return err
+	}
 	if p.sink.Report != nil && upTo != ^uint64(0) {
 		return p.emit(p.corr.Advance(upTo))
 	}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/timeout-tracer/tracer/export"
+)
+
+// TestAuditDeadlineMissing: HTTP calls made under a context with no
+// deadline at all (the lab client with -timeout 0) to a hanging server are
+// reported as deadline_missing, with the request's trace ID, the target
+// and the caller; calls with a deadline are not.
+func TestAuditDeadlineMissing(t *testing.T) {
+	requireGoTracing(t)
+	server := []string{"http-server", "-addr", ":8080", "-delay", "300ms"}
+	client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "3", "-concurrency", "1", "-timeout", "0", "-span", "before"}
+	run := runLabCmd(t, server, client, false, nil, []string{"trace", "--pid", "PID", "-o", "json", "--detail", "never", "--audit"})
+	logged := map[string]bool{}
+	for _, l := range run.client {
+		logged[l.TraceID] = true
+	}
+	var missing []export.MissingJSON
+	for _, line := range run.lines {
+		var m export.MissingJSON
+		if json.Unmarshal([]byte(line), &m) == nil && m.Kind == "deadline_missing" {
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) != 3 {
+		t.Fatalf("want 3 deadline_missing lines (one per call), got %d: %v\n%s", len(missing), run.lines, run.stderr)
+	}
+	for _, m := range missing {
+		if !logged[m.TraceID] || !strings.HasSuffix(m.Target, ":8080") || !strings.HasPrefix(m.Caller, "main.") || m.Call != "http" {
+			t.Errorf("deadline_missing %+v: want a logged trace ID, the server as target, the lab's caller", m)
+		}
+	}
+
+	// The same calls under a deadline: no deadline_missing.
+	client = []string{"client", "-proto", "http", "-target", labTarget, "-n", "3", "-concurrency", "1", "-timeout", "2s", "-span", "before"}
+	run = runLabCmd(t, server, client, false, nil, []string{"trace", "--pid", "PID", "-o", "json", "--detail", "never", "--audit"})
+	for _, line := range run.lines {
+		if strings.Contains(line, "deadline_missing") {
+			t.Errorf("a call with a deadline reported as missing one: %s", line)
+		}
+	}
+}
