@@ -203,21 +203,24 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 {
 	if (!activity_interval_ns)
 		return;
-	__u64 g = 0, goid = 0;
+	/* On every send and receive of a traced process: the g register is
+	 * read directly (bpf_task_pt_regs gives a typed pointer), the
+	 * goroutine id from user memory. Goroutines are compared by id, not by
+	 * g pointer: an exited goroutine's g struct is reused for a new one,
+	 * which is exactly a takeover to report (a test covers it). */
+	__u64 now = bpf_ktime_get_ns();
+	__u64 goid = 0;
 	const struct tt_go_pid *gp = bpf_map_lookup_elem(&go_pids, &tgid);
 	if (gp) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 #if defined(__TARGET_ARCH_x86)
-		g = BPF_CORE_READ(regs, r14);
+		__u64 g = regs->r14;
 #elif defined(__TARGET_ARCH_arm64)
-		g = BPF_CORE_READ(regs, regs[28]);
+		__u64 g = regs->regs[28];
 #endif
 		if (g)
 			bpf_probe_read_user(&goid, sizeof(goid), (const void *)(g + gp->goid_off));
 	}
-	/* Compare goroutine ids, not g pointers: exited goroutines' g structs
-	 * are reused for new ones. */
-	__u64 now = bpf_ktime_get_ns();
 	if (goid == seen->last_goid && now - seen->last_activity_ns < activity_interval_ns)
 		return;
 	seen->last_goid = goid;
