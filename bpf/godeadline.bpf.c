@@ -585,3 +585,26 @@ int go_http_roundtrip(struct pt_regs *ctx)
 	bpf_ringbuf_submit(b, 0);
 	return 0;
 }
+
+/* Each RET of net/http.(*persistConn).roundTrip: the call is over. */
+SEC("uprobe")
+int go_http_roundtrip_ret(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_ROUNDTRIP);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!off)
+		return 0;
+	struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
+	if (!b) {
+		hit(TT_GO_HIT_DROPPED);
+		return 0;
+	}
+	__builtin_memset(b, 0, sizeof(*b));
+	b->ts_ns = bpf_ktime_get_ns();
+	b->pid = tgid;
+	b->goid = goid_of(GO_G(ctx), off);
+	b->kind = TT_BIND_HTTP_END;
+	bpf_ringbuf_submit(b, 0);
+	return 0;
+}

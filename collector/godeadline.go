@@ -694,6 +694,11 @@ func (p *GoProbes) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 	}
 	offs.RequestCtx = uint32(rc)
 	p.tripSites = append(p.tripSites, site{"go_http_roundtrip", addr})
+	if rets, err := p.bin.Returns(fn); err == nil {
+		for _, a := range rets {
+			p.tripSites = append(p.tripSites, site{"go_http_roundtrip_ret", a})
+		}
+	}
 
 	// The connection behind the call: optional (without it, calls are
 	// still audited but not bound to their socket).
@@ -735,6 +740,17 @@ func (p *GoProbes) readBindings(poll time.Duration) {
 		}
 		var r godeadlineTtGoBinding
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), bindingSize), raw)
+		if r.Kind == uint8(godeadlineTtGoBindingKindTT_BIND_HTTP_END) {
+			c := event.Call{Mono: r.TsNs, Time: p.clk.wall(r.TsNs), PID: r.Pid, Comm: p.comm, Goid: r.Goid, Kind: "http", End: true}
+			select {
+			case p.calls <- c:
+			default:
+				p.mu.Lock()
+				p.callsDropped++
+				p.mu.Unlock()
+			}
+			return true
+		}
 		if r.Cookie != 0 {
 			b := event.Binding{Mono: r.TsNs, PID: r.Pid, Goid: r.Goid, Cookie: r.Cookie, Source: event.BindHTTPRoundTrip}
 			select {

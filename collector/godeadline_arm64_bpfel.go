@@ -64,6 +64,7 @@ type godeadlineTtGoBindingKind uint32
 
 const (
 	godeadlineTtGoBindingKindTT_BIND_HTTP_ROUNDTRIP godeadlineTtGoBindingKind = 1
+	godeadlineTtGoBindingKindTT_BIND_HTTP_END       godeadlineTtGoBindingKind = 2
 )
 
 type godeadlineTtGoCtxItab struct {
@@ -180,6 +181,7 @@ const (
 	godeadlineProgGoHttpHeader        = "go_http_header"
 	godeadlineProgGoHttpRequest       = "go_http_request"
 	godeadlineProgGoHttpRoundtrip     = "go_http_roundtrip"
+	godeadlineProgGoHttpRoundtripRet  = "go_http_roundtrip_ret"
 	godeadlineProgGoSpanStartRet      = "go_span_start_ret"
 	godeadlineProgGoTimerFired        = "go_timer_fired"
 	godeadlineVarUnusedCreation       = "unused_creation"
@@ -243,6 +245,7 @@ type godeadlineProgramSpecs struct {
 	GoHttpHeader        *ebpf.ProgramSpec `ebpf:"go_http_header"`
 	GoHttpRequest       *ebpf.ProgramSpec `ebpf:"go_http_request"`
 	GoHttpRoundtrip     *ebpf.ProgramSpec `ebpf:"go_http_roundtrip"`
+	GoHttpRoundtripRet  *ebpf.ProgramSpec `ebpf:"go_http_roundtrip_ret"`
 	GoSpanStartRet      *ebpf.ProgramSpec `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.ProgramSpec `ebpf:"go_timer_fired"`
 }
@@ -354,6 +357,7 @@ type godeadlinePrograms struct {
 	GoHttpHeader        *ebpf.Program `ebpf:"go_http_header"`
 	GoHttpRequest       *ebpf.Program `ebpf:"go_http_request"`
 	GoHttpRoundtrip     *ebpf.Program `ebpf:"go_http_roundtrip"`
+	GoHttpRoundtripRet  *ebpf.Program `ebpf:"go_http_roundtrip_ret"`
 	GoSpanStartRet      *ebpf.Program `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.Program `ebpf:"go_timer_fired"`
 }
@@ -366,6 +370,7 @@ func (p *godeadlinePrograms) Close() error {
 		p.GoHttpHeader,
 		p.GoHttpRequest,
 		p.GoHttpRoundtrip,
+		p.GoHttpRoundtripRet,
 		p.GoSpanStartRet,
 		p.GoTimerFired,
 	)

@@ -23,6 +23,9 @@ type Call struct {
 	// Caller is "function (file:line)" of the first frame outside net/http
 	// and context, for calls without a deadline.
 	Caller string
+	// End marks the end of the goroutine's call (the round trip
+	// returned); only Mono, Time, PID, Comm, Goid and Kind are set.
+	End bool
 }
 
 // MonoTime returns c.Mono.

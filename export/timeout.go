@@ -121,6 +121,37 @@ func (w *TimeoutWriter) WriteMissing(c *event.Call, target string) error {
 	return err
 }
 
+// HungJSON is the line of an outbound call with no deadline that is still
+// waiting after --hang-after: what the field calls a hung call.
+type HungJSON struct {
+	MissingJSON
+	WaitingMs float64 `json:"waiting_ms"`
+	// Connection is the last kernel event of the call's connection: its
+	// network state (null when the kernel reported nothing on it).
+	Connection *TCPJSON `json:"connection"`
+}
+
+// WriteHung writes a hung_call line.
+func (w *TimeoutWriter) WriteHung(c *event.Call, target string, waiting time.Duration, conn *event.TCP) error {
+	if w.format == FormatJSON {
+		j := HungJSON{MissingJSON: MissingJSON{Time: time.Now().UTC().Format(time.RFC3339Nano), Kind: "hung_call", PID: c.PID,
+			Comm: c.Comm, Call: c.Kind, Target: target, Caller: c.Caller, Goroutine: c.Goid, TraceID: c.TraceID,
+			SpanID: c.SpanID, Cookie: c.Cookie}, WaitingMs: float64(waiting.Microseconds()) / 1000}
+		if conn != nil {
+			t := NewTCPJSON(conn)
+			j.Connection = &t
+		}
+		return w.enc.Encode(j)
+	}
+	state := "no kernel event on its connection"
+	if conn != nil {
+		state = fmt.Sprintf("last kernel event %s (%s, srtt %s, rto %s)", conn.Kind, conn.State, fmtDur(conn.SRTT), fmtDur(conn.RTO))
+	}
+	_, err := fmt.Fprintf(w.w, "-- %s hung_call pid %d: %s call to %s from %s without a deadline, waiting %s: %s (trace %s)\n",
+		time.Now().Local().Format("15:04:05.000"), c.PID, c.Kind, orDash(target), c.Caller, fmtDur(waiting), state, orDash(c.TraceID))
+	return err
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"

@@ -36,6 +36,7 @@ struct tt_go_offsets {
 /* How a goroutine was bound to a socket. */
 enum tt_go_binding_kind {
 	TT_BIND_HTTP_ROUNDTRIP = 1, /* net/http: the request was written to this connection */
+	TT_BIND_HTTP_END = 2,       /* net/http: the round trip returned */
 };
 
 #define TT_GO_CALL_STACK 12

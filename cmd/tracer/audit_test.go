@@ -46,3 +46,28 @@ func TestAuditDeadlineMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditHungCall: a call without a deadline still waiting after
+// --hang-after is reported once as hung_call, with how long it has waited
+// and its connection.
+func TestAuditHungCall(t *testing.T) {
+	requireGoTracing(t)
+	server := []string{"http-server", "-addr", ":8080", "-delay", "2500ms"}
+	client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "2", "-concurrency", "1", "-timeout", "0", "-span", "before"}
+	run := runLabCmd(t, server, client, false, nil, []string{"trace", "--pid", "PID", "-o", "json", "--detail", "never", "--audit", "--hang-after", "1s"})
+	var hung []export.HungJSON
+	for _, line := range run.lines {
+		var h export.HungJSON
+		if json.Unmarshal([]byte(line), &h) == nil && h.Kind == "hung_call" {
+			hung = append(hung, h)
+		}
+	}
+	if len(hung) != 2 {
+		t.Fatalf("want one hung_call per call, got %d: %v\n%s", len(hung), run.lines, run.stderr)
+	}
+	for _, h := range hung {
+		if h.WaitingMs < 1000 || h.WaitingMs > 2500 || !strings.HasSuffix(h.Target, ":8080") || h.TraceID == "" {
+			t.Errorf("hung_call %+v", h)
+		}
+	}
+}

@@ -14,8 +14,9 @@ import (
 
 type traceFlags struct {
 	targetFlags
-	output string
-	audit  bool
+	output    string
+	audit     bool
+	hangAfter time.Duration
 }
 
 // Detail modes of --detail.
@@ -44,6 +45,7 @@ after --detail-quiet without one. Each switch is printed.`,
 	fl := cmd.Flags()
 	f.bind(fl, "trace")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	fl.DurationVar(&f.hangAfter, "hang-after", 10*time.Second, "with --audit: report a call without a deadline still waiting after this long (hung_call)")
 	fl.BoolVar(&f.audit, "audit", false, "attach the outbound-call probes (a trap per HTTP call) and report calls made with no deadline at all (deadline_missing)")
 	return cmd
 }
@@ -65,7 +67,8 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 	stderr := cmd.ErrOrStderr()
 	w := export.NewTimeoutWriter(cmd.OutOrStdout(), format)
 	pid := uint32(f.pid)
-	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Audit: f.audit, Logger: log}, pipeline.Sink{
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Audit: f.audit, HangAfter: f.hangAfter, Logger: log}, pipeline.Sink{
+		Hung:    w.WriteHung,
 		Report:  w.WriteReport,
 		Missing: w.WriteMissing,
 		Detail:  func(t time.Time, on bool, reason string) error { return w.WriteDetail(t, pid, on, reason) },

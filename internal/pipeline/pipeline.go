@@ -32,8 +32,11 @@ type Config struct {
 	Activity time.Duration
 	// Audit attaches the outbound-call probes for the whole run and
 	// reports calls made with no deadline at all.
-	Audit  bool
-	Logger *slog.Logger
+	Audit bool
+	// HangAfter (with Audit) reports a call without a deadline still
+	// waiting this long as hung. 0 means 10 s.
+	HangAfter time.Duration
+	Logger    *slog.Logger
 }
 
 // Sink receives what the pipeline produces, in order.
@@ -47,6 +50,16 @@ type Sink struct {
 	// Missing gets each outbound call made under a context with no
 	// deadline (Config.Audit), with the peer when the connection is known.
 	Missing func(c *event.Call, peer string) error
+	// Hung gets a call without a deadline still waiting after
+	// Config.HangAfter, with the last kernel event of its connection (nil
+	// when none was seen).
+	Hung func(c *event.Call, peer string, waiting time.Duration, conn *event.TCP) error
+	// TCP, if set, gets every kernel TCP event of the merged stream
+	// (activity samples included), in time order: metrics.
+	TCP func(*event.TCP) error
+	// Call, if set, gets every outbound call the call probes see
+	// (Config.Audit), with or without a deadline, as it arrives: metrics.
+	Call func(*event.Call) error
 }
 
 // Pipeline is one traced process: both collectors, the merge, the
@@ -64,9 +77,27 @@ type Pipeline struct {
 	// peers names the connections the kernel reported, for audit lines:
 	// cookie -> peer address. Bounded: cleared when full.
 	peers map[uint64]string
+	// lastTCP is the last kernel event of each connection (bounded like
+	// peers), for the network state of hung calls.
+	lastTCP map[uint64]event.TCP
 	// missing are calls without a deadline waiting for release.
 	missing []event.Call
+	// open are the calls without a deadline still in flight, by goroutine.
+	open map[callKey]*openCall
 }
+
+type callKey struct {
+	pid  uint32
+	goid uint64
+}
+
+type openCall struct {
+	call     event.Call
+	reported bool
+}
+
+// maxOpen bounds the calls without a deadline tracked for hung_call.
+const maxOpen = 65536
 
 func (p *Pipeline) releaseMissing(upTo uint64) error {
 	slices.SortStableFunc(p.missing, func(a, b event.Call) int { return cmp.Compare(a.Mono, b.Mono) })
@@ -89,8 +120,55 @@ func (p *Pipeline) notePeer(ev *event.TCP) {
 	}
 	if p.peers == nil || len(p.peers) >= maxPeers {
 		p.peers = make(map[uint64]string)
+		p.lastTCP = make(map[uint64]event.TCP)
 	}
 	p.peers[ev.Cookie] = ev.Peer.String()
+	if !ev.Kind.Lifecycle() {
+		p.lastTCP[ev.Cookie] = *ev
+	}
+}
+
+// trackCall keeps the calls without a deadline in flight, for hung_call.
+func (p *Pipeline) trackCall(c *event.Call) {
+	k := callKey{c.PID, c.Goid}
+	if c.End {
+		delete(p.open, k)
+		return
+	}
+	if c.HasDeadline || p.sink.Hung == nil {
+		return
+	}
+	if p.open == nil {
+		p.open = make(map[callKey]*openCall)
+	}
+	if len(p.open) >= maxOpen {
+		p.log.Warn("too many calls without a deadline in flight: hung_call tracking restarted", "tracked", len(p.open))
+		clear(p.open)
+	}
+	p.open[k] = &openCall{call: *c}
+}
+
+// reportHung says, once per call, which calls without a deadline have
+// been waiting longer than HangAfter.
+func (p *Pipeline) reportHung(now time.Time) error {
+	hang := p.cfg.HangAfter
+	if hang == 0 {
+		hang = 10 * time.Second
+	}
+	for _, oc := range p.open {
+		if oc.reported || now.Sub(oc.call.Time) < hang {
+			continue
+		}
+		oc.reported = true
+		var conn *event.TCP
+		if t, ok := p.lastTCP[oc.call.Cookie]; ok {
+			conn = &t
+		}
+		if err := p.sink.Hung(&oc.call, p.peers[oc.call.Cookie], now.Sub(oc.call.Time), conn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reorder is how long events wait to be merged: the two ring buffers are
@@ -195,7 +273,13 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				calls = nil
 				continue
 			}
-			if !c.HasDeadline && p.sink.Missing != nil {
+			if p.sink.Call != nil {
+				if err := p.sink.Call(&c); err != nil {
+					return err
+				}
+			}
+			p.trackCall(&c)
+			if !c.End && !c.HasDeadline && p.sink.Missing != nil {
 				// Said in stream order, so the connection's peer (from
 				// the kernel events before the call) is known.
 				p.missing = append(p.missing, c)
@@ -219,6 +303,9 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				p.switchDetail(false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet))
 			}
 			if err := p.release(monoNow() - uint64(reorder)); err != nil {
+				return err
+			}
+			if err := p.reportHung(time.Now()); err != nil {
 				return err
 			}
 		case <-exited:
@@ -273,6 +360,11 @@ func (p *Pipeline) release(upTo uint64) error {
 		ev := p.buf[n]
 		if t, ok := ev.(*event.TCP); ok {
 			p.notePeer(t)
+			if p.sink.TCP != nil {
+				if err := p.sink.TCP(t); err != nil {
+					return err
+				}
+			}
 		}
 		if p.sink.Event != nil {
 			if err := p.sink.Event(ev); err != nil {
