@@ -21,8 +21,19 @@ build: ## bin/tracer for this machine (no clang needed: BPF objects are committe
 build-arm64: ## bin/tracer-arm64
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tracer-arm64 ./cmd/tracer
 
-generate: ## regenerate BPF objects with $(CLANG) (amd64 + arm64)
-	$(GO) generate ./collector/...
+# clang 19's BTF type order depends on the length of the source's path (hash
+# order of its allocations): the same sources give different objects in
+# /work/main and in a CI clone elsewhere. So objects are generated at a
+# fixed path, a bind mount of the checkout (root; else in place, with a note).
+GEN_DIR   := /tmp/ttgen
+
+generate: ## regenerate BPF objects with $(CLANG) (amd64 + arm64), at a fixed path
+	@if [ "$$(id -u)" = 0 ] && mkdir -p $(GEN_DIR) && mount --bind $(CURDIR) $(GEN_DIR) 2>/dev/null; then \
+		(cd $(GEN_DIR) && $(GO) generate ./collector/...); rc=$$?; umount $(GEN_DIR); exit $$rc; \
+	else \
+		echo "note: not root: generating in place; objects may differ from the committed ones in BTF order only"; \
+		$(GO) generate ./collector/...; \
+	fi
 
 generate-check: generate ## fail if the committed BPF objects are stale
 	@if ! git diff --quiet -- $(GENERATED) || [ -n "$$(git ls-files --others --exclude-standard -- collector)" ]; then \
@@ -50,8 +61,8 @@ test-unprivileged: ## the unit tests as user nobody: root-only tests must skip w
 			| grep -E '^(--- SKIP|--- FAIL|ok|FAIL|PASS|panic)|^ +[a-z_]+_test\.go:[0-9]+: ' ); \
 	done
 
-bench: build ## overhead and storm benchmarks (root): prints ratios
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/...
+bench: build ## overhead and storm benchmarks (root): prints ratios; OTLP export throughput and memory
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/... ./export/
 
 accuracy: build ## the accuracy matrix of the correlator in the fault lab (root): prints a table per scenario
 	$(GO) test -count=1 -run '^TestAccuracyMatrix$$' -v -timeout 30m ./cmd/tracer -args -accuracy.n=$${ACCURACY_N:-40}
