@@ -80,6 +80,11 @@ const (
 type Report struct {
 	Deadline event.Deadline `json:"deadline"`
 	Cause    Cause          `json:"cause"`
+	// ContainerID and PodUID say where the process runs, when a node
+	// agent knows it (the correlator leaves them empty; exporters put them
+	// on spans and resources).
+	ContainerID string `json:"container_id,omitempty"`
+	PodUID      string `json:"pod_uid,omitempty"`
 }
 
 // Cause explains a timeout.

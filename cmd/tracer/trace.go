@@ -14,6 +14,7 @@ import (
 
 type traceFlags struct {
 	targetFlags
+	export    exportFlags
 	output    string
 	audit     bool
 	hangAfter time.Duration
@@ -38,12 +39,14 @@ default (--detail=auto) they are attached only while the process is timing
 out: after --detail-threshold expiries within --detail-window, and detached
 after --detail-quiet without one. Each switch is printed.`,
 		Example: `  sudo tracer trace --pid 4242
-  sudo tracer trace --pid 4242 -o json --detail always`,
+  sudo tracer trace --pid 4242 -o json --detail always
+  sudo tracer trace --pid 4242 --otlp --otlp-protocol grpc --otlp-endpoint localhost:4317 --otlp-insecure --metrics-addr :9464`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTrace(cmd, g, f) },
 	}
 	fl := cmd.Flags()
 	f.bind(fl, "trace")
+	f.export.bind(fl)
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	fl.DurationVar(&f.hangAfter, "hang-after", 10*time.Second, "with --audit: report a call without a deadline still waiting after this long (hung_call)")
 	fl.BoolVar(&f.audit, "audit", false, "attach the outbound-call probes (a trap per HTTP call) and report calls made with no deadline at all (deadline_missing)")
@@ -67,16 +70,22 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 	stderr := cmd.ErrOrStderr()
 	w := export.NewTimeoutWriter(cmd.OutOrStdout(), format)
 	pid := uint32(f.pid)
-	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Audit: f.audit, HangAfter: f.hangAfter, Logger: log}, pipeline.Sink{
+	ex, err := startExporters(ctx, &f.export, log, stderr)
+	if err != nil {
+		return err
+	}
+	defer ex.close()
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Audit: f.audit, HangAfter: f.hangAfter, Logger: log}, ex.sink(pipeline.Sink{
 		Hung:    w.WriteHung,
 		Report:  w.WriteReport,
 		Missing: w.WriteMissing,
 		Detail:  func(t time.Time, on bool, reason string) error { return w.WriteDetail(t, pid, on, reason) },
-	})
+	}))
 	if err != nil {
 		return err
 	}
 	defer p.Close()
+	defer ex.attached(f.pid, p)()
 	// Said once everything the mode asks for is attached: tests and
 	// scripts wait for this line.
 	bin := p.Probes().Binary()

@@ -23,6 +23,7 @@ import (
 type labLine struct {
 	Side       string  `json:"side"`
 	TraceID    string  `json:"trace_id"`
+	SpanID     string  `json:"span_id"` // the span current when the deadline was set (-span before)
 	Outcome    string  `json:"outcome"`
 	Target     string  `json:"target"`
 	DurationMS float64 `json:"duration_ms"`

@@ -1,0 +1,461 @@
+package export
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/timeout-tracer/tracer/correlate"
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// Namespace prefixes every metric of the tracer.
+const Namespace = "timeout_tracer"
+
+// MetricsConfig bounds the label sets. Zero fields take their defaults.
+type MetricsConfig struct {
+	// MaxServices bounds the values of the service label (default 100);
+	// further services are counted under "other".
+	MaxServices int
+	// MaxPeers bounds the values of the peer label (default 256); further
+	// peers are counted under "other".
+	MaxPeers int
+	// EphemeralPorts is the kernel's ip_local_port_range (default 32768
+	// to 60999): a port in it is never a label unless the socket's side
+	// is known (see peerLabel).
+	EphemeralPorts [2]uint16
+	// Processes resolves service names; nil makes one on /proc.
+	Processes *Processes
+}
+
+// Metrics are the tracer's Prometheus metrics, on a registry of their own
+// (no global state). Export feeds them from reports, ObserveTCP from
+// kernel TCP events; the agent-health sources are read at scrape time.
+// Safe for concurrent use.
+//
+// Every label set is bounded; the bound of each metric is in its doc
+// comment below and in README.md ("Metrics").
+type Metrics struct {
+	cfg MetricsConfig
+	reg *prometheus.Registry
+
+	// endings counts context endings. Labels: service (≤ MaxServices+1),
+	// outcome (deadline_exceeded, expired_at_creation, parent_cancelled:
+	// the children an expiry cancelled), cause (the 10 correlate classes).
+	// At most (MaxServices+1) × 3 × 10 series; one service traced: 30.
+	endings *prometheus.CounterVec
+	// budget is the budget (deadline − creation) of expired contexts whose
+	// creation was seen (detail probes on). Label: service. At most
+	// (MaxServices+1) × 17 series (14 buckets, +Inf, sum, count).
+	budget *prometheus.HistogramVec
+	// remaining is the budget a request's context had left when it made
+	// an outbound call (negative: already past, counted in the le="0"
+	// bucket). Fed only while the call probes are attached (tracer trace
+	// --audit; net/http calls). Labels: service, call (http, grpc, dial,
+	// other). At most (MaxServices+1) × 4 × 18 series.
+	remaining *prometheus.HistogramVec
+	// missing counts outbound calls made under a context with no deadline
+	// at all (deadline_missing), fed as remaining is. Labels: service,
+	// call. At most (MaxServices+1) × 4.
+	missing *prometheus.CounterVec
+	// hung counts such calls still waiting after tracer trace's
+	// --hang-after (hung_call), once per call. Labels: service, call. At
+	// most (MaxServices+1) × 4.
+	hung *prometheus.CounterVec
+	// retransmits counts kernel retransmits. Labels: kind (rto,
+	// fast_retransmit, tlp, syn_retransmit, synack_retransmit,
+	// retransmit), peer (≤ MaxPeers+1). At most 6 × (MaxPeers+1).
+	// The RTO count is kind="rto".
+	retransmits *prometheus.CounterVec
+	// connectFailures counts connects that failed. Labels: peer, reason
+	// (errno name of the 12 event.TCP.ErrnoName spells out, "errno" for
+	// others, "none", or "aborted": the application gave up during the
+	// handshake). At most 15 × (MaxPeers+1).
+	connectFailures *prometheus.CounterVec
+	// resets counts RSTs. Labels: direction (received, sent), peer. At most
+	// 2 × (MaxPeers+1).
+	resets *prometheus.CounterVec
+	// suppressed counts TCP events the kernel's per-socket rate limit
+	// dropped (reported with the next event of the socket). No labels.
+	suppressed prometheus.Counter
+	// attached is the number of processes with probes attached. No labels.
+	attached prometheus.Gauge
+	// overflow counts label values folded into "other" because a bound
+	// was reached. Label: label (service, peer). 2 series.
+	overflow *prometheus.CounterVec
+
+	mu       sync.Mutex
+	services map[string]bool
+	peers    map[string]bool
+	sides    *socketSides
+	sources  *sourceCollector
+}
+
+// NewMetrics registers the metrics, with the Go runtime's and the
+// process's own (go_*, process_*: the agent's memory and CPU).
+func NewMetrics(cfg MetricsConfig) *Metrics {
+	if cfg.MaxServices <= 0 {
+		cfg.MaxServices = 100
+	}
+	if cfg.MaxPeers <= 0 {
+		cfg.MaxPeers = 256
+	}
+	if cfg.EphemeralPorts == [2]uint16{} {
+		cfg.EphemeralPorts = [2]uint16{32768, 60999}
+	}
+	if cfg.Processes == nil {
+		cfg.Processes = NewProcesses("", 0)
+	}
+	m := &Metrics{
+		cfg: cfg, reg: prometheus.NewRegistry(),
+		services: map[string]bool{}, peers: map[string]bool{}, sides: newSocketSides(16384),
+		endings: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "context_endings_total",
+			Help: "Go contexts that ended by their deadline, by service, outcome (deadline_exceeded, expired_at_creation, parent_cancelled) and cause class."},
+			[]string{"service", "outcome", "cause"}),
+		budget: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "deadline_budget_seconds",
+			Help:    "Budget (deadline minus creation) of the contexts that expired, where their creation was seen (detail probes), by service.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}},
+			[]string{"service"}),
+		remaining: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "call_deadline_remaining_seconds",
+			Help:    "Budget left in the caller's context when an outbound call was made (call probes, tracer trace --audit), by service and call kind.",
+			Buckets: []float64{0, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}},
+			[]string{"service", "call"}),
+		missing: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "calls_without_deadline_total",
+			Help: "Outbound calls made under a context with no deadline at all (deadline_missing; call probes, tracer trace --audit), by service and call kind."},
+			[]string{"service", "call"}),
+		hung: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "hung_calls_total",
+			Help: "Outbound calls without a deadline still waiting after --hang-after (hung_call; tracer trace --audit), by service and call kind."},
+			[]string{"service", "call"}),
+		retransmits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "tcp_retransmits_total",
+			Help: "TCP retransmits of traced processes' sockets, by kind (rto = the retransmission timer fired) and peer (address:server port)."},
+			[]string{"kind", "peer"}),
+		connectFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "tcp_connect_failures_total",
+			Help: "TCP connects that failed, by peer and reason (errno name, or aborted: the application gave up during the handshake)."},
+			[]string{"peer", "reason"}),
+		resets: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "tcp_resets_total",
+			Help: "TCP resets received or sent on traced processes' sockets, by direction and peer."},
+			[]string{"direction", "peer"}),
+		suppressed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "tcp_events_suppressed_total",
+			Help: "TCP events dropped by the kernel's per-socket rate limit."}),
+		attached: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "attached_processes",
+			Help: "Processes the tracer has attached its probes to."}),
+		overflow: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "label_overflow_total",
+			Help: "Observations counted under the label value other because the label's bound of distinct values was reached, by label."},
+			[]string{"label"}),
+	}
+	m.sources = newSourceCollector()
+	m.reg.MustRegister(m.endings, m.budget, m.remaining, m.missing, m.hung, m.retransmits, m.connectFailures, m.resets, m.suppressed, m.attached,
+		m.overflow, m.sources,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry is the metrics' registry, for tests and for other handlers.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Export counts a report: its context ending, its children's, and its
+// budget.
+func (m *Metrics) Export(r *correlate.Report) {
+	d := &r.Deadline
+	svc := m.service(m.cfg.Processes.Lookup(d.PID, d.Comm).ServiceName)
+	cause := string(r.Cause.Class)
+	if cause == "" {
+		cause = string(correlate.ClassUnknown)
+	}
+	outcome := "deadline_exceeded"
+	if d.Kind == event.ExpiredAtCreation {
+		outcome = "expired_at_creation"
+	}
+	m.endings.WithLabelValues(svc, outcome, cause).Inc()
+	if d.Children > 0 {
+		m.endings.WithLabelValues(svc, "parent_cancelled", cause).Add(float64(d.Children))
+	}
+	if b, ok := d.Budget(); ok && b >= 0 {
+		m.budget.WithLabelValues(svc).Observe(b.Seconds())
+	}
+}
+
+// ObserveCall counts an outbound call: the budget its context had left,
+// or that it had no deadline at all.
+func (m *Metrics) ObserveCall(c *event.Call) {
+	svc, kind := m.callLabels(c)
+	if !c.HasDeadline {
+		m.missing.WithLabelValues(svc, kind).Inc()
+		return
+	}
+	m.remaining.WithLabelValues(svc, kind).Observe(c.Remaining.Seconds())
+}
+
+// ObserveHung counts a call without a deadline that is still waiting.
+func (m *Metrics) ObserveHung(c *event.Call) {
+	svc, kind := m.callLabels(c)
+	m.hung.WithLabelValues(svc, kind).Inc()
+}
+
+func (m *Metrics) callLabels(c *event.Call) (service, call string) {
+	call = c.Kind
+	switch call {
+	case "http", "grpc", "dial":
+	default:
+		call = "other"
+	}
+	return m.service(m.cfg.Processes.Lookup(c.PID, c.Comm).ServiceName), call
+}
+
+// Close does nothing: the metrics live until the process ends.
+func (m *Metrics) Close(context.Context) error { return nil }
+
+// ObserveTCP counts a kernel TCP event. Lifecycle events only teach which
+// side of its connection a socket is.
+func (m *Metrics) ObserveTCP(e *event.TCP) {
+	if e.Suppressed > 0 {
+		m.suppressed.Add(float64(e.Suppressed))
+	}
+	m.mu.Lock()
+	m.sides.learn(e)
+	m.mu.Unlock()
+	switch {
+	case e.Kind.Retransmit():
+		m.retransmits.WithLabelValues(e.Kind.String(), m.peerLabel(e)).Inc()
+	case e.Kind == event.TCPResetReceived:
+		m.resets.WithLabelValues("received", m.peerLabel(e)).Inc()
+	case e.Kind == event.TCPResetSent:
+		m.resets.WithLabelValues("sent", m.peerLabel(e)).Inc()
+	case e.Kind == event.TCPConnectFailed:
+		reason := e.ErrnoName() // one of ~12 names, or "errno N"
+		switch {
+		case reason == "":
+			reason = "none"
+		case strings.HasPrefix(reason, "errno "):
+			reason = "errno"
+		}
+		m.connectFailures.WithLabelValues(m.peerLabel(e), reason).Inc()
+	case e.Kind == event.TCPConnectAborted:
+		m.connectFailures.WithLabelValues(m.peerLabel(e), "aborted").Inc()
+	}
+	if e.Kind == event.TCPClose {
+		m.mu.Lock()
+		m.sides.forget(e.Cookie)
+		m.mu.Unlock()
+	}
+}
+
+// Attached adds delta to the attached processes.
+func (m *Metrics) Attached(delta int) { m.attached.Add(float64(delta)) }
+
+// LostEvents registers a ring buffer's lost-event counter, read at scrape
+// time: timeout_tracer_ringbuffer_lost_events_total{source}. total returns
+// the counter since its ring buffer was created; an error keeps the last
+// value (a closed collector). Sources of one name add up.
+func (m *Metrics) LostEvents(source string, total func() (uint64, error)) {
+	m.sources.addLost(source, total)
+}
+
+// WatchOTLP exports the OTLP exporter's counters, read at scrape time:
+// timeout_tracer_otlp_spans_exported_total,
+// timeout_tracer_otlp_spans_dropped_total{reason} and
+// timeout_tracer_otlp_queue_length.
+func (m *Metrics) WatchOTLP(stats func() OTLPStats) { m.sources.setOTLP(stats) }
+
+// service bounds the service label.
+func (m *Metrics) service(s string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bounded(m.services, s, m.cfg.MaxServices, "service")
+}
+
+func (m *Metrics) bounded(seen map[string]bool, v string, max int, label string) string {
+	if seen[v] {
+		return v
+	}
+	if len(seen) >= max {
+		m.overflow.WithLabelValues(label).Inc()
+		return "other"
+	}
+	seen[v] = true
+	return v
+}
+
+// peerLabel names the other end of the event's connection by its address
+// and the server side's port, never an ephemeral one: for a client socket
+// the peer's port, for a server socket the local port (the service the
+// remote address called). Which side a socket is comes from its lifecycle
+// events (socketSides); for sockets seen only mid-life, from the kernel's
+// ephemeral port range: a port in it is a client's. When that cannot
+// decide, the label is the address alone.
+func (m *Metrics) peerLabel(e *event.TCP) string {
+	if !e.Peer.IsValid() {
+		return "unknown"
+	}
+	addr := e.Peer.Addr().Unmap().String()
+	if e.Peer.Addr().Unmap().Is6() {
+		addr = "[" + addr + "]"
+	}
+	lp, pp := e.Local.Port(), e.Peer.Port()
+	port := uint16(0)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch side := m.sides.side(e.Cookie); {
+	case side == sideClient:
+		port = pp
+	case side == sideServer:
+		port = lp
+	case m.ephemeral(lp) && !m.ephemeral(pp) && pp != 0:
+		port = pp
+	case m.ephemeral(pp) && !m.ephemeral(lp) && lp != 0:
+		port = lp
+	}
+	label := addr
+	if port != 0 {
+		label += ":" + strconv.Itoa(int(port))
+	}
+	return m.bounded(m.peers, label, m.cfg.MaxPeers, "peer")
+}
+
+func (m *Metrics) ephemeral(p uint16) bool {
+	return p >= m.cfg.EphemeralPorts[0] && p <= m.cfg.EphemeralPorts[1]
+}
+
+type side uint8
+
+const (
+	sideUnknown side = iota
+	sideClient
+	sideServer
+)
+
+// socketSides remembers which side of its connection a socket is, learned
+// from the lifecycle events that say so; bounded (when full it starts
+// over: sockets then fall back to the port heuristic).
+type socketSides struct {
+	max int
+	m   map[uint64]side
+}
+
+func newSocketSides(max int) *socketSides { return &socketSides{max: max, m: map[uint64]side{}} }
+
+func (s *socketSides) learn(e *event.TCP) {
+	if e.Cookie == 0 {
+		return
+	}
+	var sd side
+	switch e.Kind {
+	case event.TCPConnect, event.TCPSynRetransmit, event.TCPConnectFailed, event.TCPConnectAborted:
+		sd = sideClient
+	case event.TCPSynAckRetransmit:
+		sd = sideServer
+	case event.TCPEstablished:
+		switch e.OldState {
+		case tcpSynSent:
+			sd = sideClient
+		case tcpSynRecv, tcpNewSynRecv:
+			sd = sideServer
+		}
+	}
+	if sd == sideUnknown {
+		return
+	}
+	if _, ok := s.m[e.Cookie]; !ok && len(s.m) >= s.max {
+		clear(s.m)
+	}
+	s.m[e.Cookie] = sd
+}
+
+func (s *socketSides) side(cookie uint64) side { return s.m[cookie] }
+
+func (s *socketSides) forget(cookie uint64) { delete(s.m, cookie) }
+
+const (
+	tcpSynSent    event.TCPState = 2
+	tcpSynRecv    event.TCPState = 3
+	tcpNewSynRecv event.TCPState = 12
+)
+
+// sourceCollector reads counters kept elsewhere at scrape time: the ring
+// buffers' lost events and the OTLP exporter's counters.
+type sourceCollector struct {
+	lostDesc, exportedDesc, droppedDesc, queueDesc *prometheus.Desc
+
+	mu   sync.Mutex
+	lost []*lostSource
+	otlp func() OTLPStats
+}
+
+type lostSource struct {
+	name  string
+	total func() (uint64, error)
+	last  uint64
+}
+
+func newSourceCollector() *sourceCollector {
+	return &sourceCollector{
+		lostDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "ringbuffer_lost_events_total"),
+			"Events the kernel could not hand to the tracer because a ring buffer was full, by source (tcp: kernel TCP events, go: deadline expiries).",
+			[]string{"source"}, nil),
+		exportedDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "otlp_spans_exported_total"),
+			"Timeout spans the OTLP endpoint accepted.", nil, nil),
+		droppedDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "otlp_spans_dropped_total"),
+			"Timeout reports never exported, by reason (queue_full: the bounded queues were full; export_failed: the endpoint refused or was unreachable after retries; shutdown: still queued at exit).",
+			[]string{"reason"}, nil),
+		queueDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "otlp_queue_length"),
+			"Timeout reports and spans waiting for OTLP export.", nil, nil),
+	}
+}
+
+func (c *sourceCollector) addLost(name string, total func() (uint64, error)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lost = append(c.lost, &lostSource{name: name, total: total})
+}
+
+func (c *sourceCollector) setOTLP(f func() OTLPStats) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.otlp = f
+}
+
+// Describe sends the descriptors.
+func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.lostDesc
+	ch <- c.exportedDesc
+	ch <- c.droppedDesc
+	ch <- c.queueDesc
+}
+
+// Collect reads the sources. The lost-events series of the two known
+// sources are always present (zero until a collector registers), so that
+// dashboards and alerts see them from the start.
+func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lost := map[string]uint64{"tcp": 0, "go": 0}
+	for _, s := range c.lost {
+		if v, err := s.total(); err == nil && v >= s.last {
+			s.last = v
+		}
+		lost[s.name] += s.last
+	}
+	for name, v := range lost {
+		ch <- prometheus.MustNewConstMetric(c.lostDesc, prometheus.CounterValue, float64(v), name)
+	}
+	var st OTLPStats
+	if c.otlp != nil {
+		st = c.otlp()
+	}
+	ch <- prometheus.MustNewConstMetric(c.exportedDesc, prometheus.CounterValue, float64(st.Exported))
+	ch <- prometheus.MustNewConstMetric(c.droppedDesc, prometheus.CounterValue, float64(st.DroppedQueueFull), "queue_full")
+	ch <- prometheus.MustNewConstMetric(c.droppedDesc, prometheus.CounterValue, float64(st.Failed), "export_failed")
+	ch <- prometheus.MustNewConstMetric(c.droppedDesc, prometheus.CounterValue, float64(st.DroppedShutdown), "shutdown")
+	ch <- prometheus.MustNewConstMetric(c.queueDesc, prometheus.GaugeValue, float64(st.Queued))
+}

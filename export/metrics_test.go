@@ -1,0 +1,177 @@
+package export
+
+import (
+	"errors"
+	"io"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/timeout-tracer/tracer/correlate"
+	"github.com/timeout-tracer/tracer/event"
+)
+
+func tcpEv(kind event.TCPKind, cookie uint64, local, peer string, opts ...func(*event.TCP)) *event.TCP {
+	e := &event.TCP{Kind: kind, PID: 4242, Comm: "orders", Cookie: cookie,
+		Local: netip.MustParseAddrPort(local), Peer: netip.MustParseAddrPort(peer), State: 1, OldState: 1}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// feedAll gives the metrics one of everything they count.
+func feedAll(m *Metrics) {
+	rep := sampleReport() // rto, 2 children, budget 1.2 s (both reports)
+	m.Export(&rep)
+	local := sampleReport()
+	local.Deadline.Kind, local.Deadline.Children = event.ExpiredAtCreation, 0
+	local.Cause.Class = correlate.ClassLocal
+	m.Export(&local)
+	// A client socket (its connect seen), a server socket (accepted), a
+	// socket seen only mid-life.
+	m.ObserveTCP(tcpEv(event.TCPConnect, 1, "10.213.0.1:41544", "10.213.0.2:8080", func(e *event.TCP) { e.State, e.OldState = 2, 7 }))
+	for range 3 {
+		m.ObserveTCP(tcpEv(event.TCPRTO, 1, "10.213.0.1:41544", "10.213.0.2:8080"))
+	}
+	m.ObserveTCP(tcpEv(event.TCPEstablished, 2, "10.213.0.1:50051", "10.213.0.9:45000", func(e *event.TCP) { e.OldState = 3 }))
+	m.ObserveTCP(tcpEv(event.TCPFastRetransmit, 2, "10.213.0.1:50051", "10.213.0.9:45000", func(e *event.TCP) { e.Suppressed = 5 }))
+	m.ObserveTCP(tcpEv(event.TCPTLP, 3, "10.213.0.1:8080", "10.213.0.7:33000"))
+	m.ObserveTCP(tcpEv(event.TCPResetReceived, 4, "[fd00::1]:40000", "[fd00::2]:9090"))
+	m.ObserveTCP(tcpEv(event.TCPConnectFailed, 5, "10.213.0.1:40001", "10.213.0.3:443", func(e *event.TCP) { e.Errno = syscall.ECONNREFUSED }))
+	m.ObserveTCP(tcpEv(event.TCPConnectAborted, 6, "10.213.0.1:40002", "10.213.0.3:443"))
+	m.ObserveTCP(tcpEv(event.TCPActivity, 1, "10.213.0.1:41544", "10.213.0.2:8080"))
+	m.ObserveCall(&event.Call{PID: 4242, Comm: "orders", Kind: "http", HasDeadline: true, Remaining: 30 * time.Millisecond})
+	m.ObserveCall(&event.Call{PID: 4242, Comm: "orders", Kind: "http"})
+	m.ObserveHung(&event.Call{PID: 4242, Comm: "orders", Kind: "http"})
+	m.Attached(1)
+	m.LostEvents("tcp", func() (uint64, error) { return 7, nil })
+	m.LostEvents("go", func() (uint64, error) { return 0, errors.New("closed") })
+	m.WatchOTLP(func() OTLPStats {
+		return OTLPStats{Exported: 10, Failed: 2, DroppedQueueFull: 3, DroppedShutdown: 1, Queued: 4}
+	})
+}
+
+func newTestMetrics(t *testing.T) *Metrics {
+	root := fakeProc(t, 4242, "/usr/local/bin/orders-svc", "OTEL_SERVICE_NAME=orders")
+	return NewMetrics(MetricsConfig{Processes: NewProcesses(root, 0)})
+}
+
+// Counters follow the reports and events fed in; peers are named by the
+// server side's port, never an ephemeral one.
+func TestMetricsCount(t *testing.T) {
+	m := newTestMetrics(t)
+	feedAll(m)
+	for _, c := range []struct {
+		got  float64
+		want float64
+		what string
+	}{
+		{testutil.ToFloat64(m.endings.WithLabelValues("orders", "deadline_exceeded", "rto")), 1, "rto expiry"},
+		{testutil.ToFloat64(m.endings.WithLabelValues("orders", "parent_cancelled", "rto")), 2, "its children"},
+		{testutil.ToFloat64(m.endings.WithLabelValues("orders", "expired_at_creation", "local")), 1, "local expiry at creation"},
+		{testutil.ToFloat64(m.retransmits.WithLabelValues("rto", "10.213.0.2:8080")), 3, "RTOs of a client socket: the peer's port"},
+		{testutil.ToFloat64(m.retransmits.WithLabelValues("fast_retransmit", "10.213.0.9:50051")), 1, "server socket: the local port"},
+		{testutil.ToFloat64(m.retransmits.WithLabelValues("tlp", "10.213.0.7:8080")), 1, "mid-life socket, peer port ephemeral: the local port"},
+		{testutil.ToFloat64(m.resets.WithLabelValues("received", "[fd00::2]:9090")), 1, "reset"},
+		{testutil.ToFloat64(m.connectFailures.WithLabelValues("10.213.0.3:443", "ECONNREFUSED")), 1, "refused"},
+		{testutil.ToFloat64(m.connectFailures.WithLabelValues("10.213.0.3:443", "aborted")), 1, "aborted"},
+		{testutil.ToFloat64(m.suppressed), 5, "suppressed"},
+		{testutil.ToFloat64(m.missing.WithLabelValues("orders", "http")), 1, "call without deadline"},
+		{testutil.ToFloat64(m.hung.WithLabelValues("orders", "http")), 1, "hung call"},
+		{testutil.ToFloat64(m.attached), 1, "attached"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
+		}
+	}
+	body := scrape(t, m)
+	for _, line := range []string{
+		`timeout_tracer_deadline_budget_seconds_count{service="orders"} 2`,
+		`timeout_tracer_deadline_budget_seconds_bucket{service="orders",le="1"} 0`,
+		`timeout_tracer_deadline_budget_seconds_bucket{service="orders",le="2.5"} 2`,
+		`timeout_tracer_call_deadline_remaining_seconds_bucket{call="http",service="orders",le="0.05"} 1`,
+		`timeout_tracer_ringbuffer_lost_events_total{source="tcp"} 7`,
+		`timeout_tracer_ringbuffer_lost_events_total{source="go"} 0`,
+		`timeout_tracer_otlp_spans_exported_total 10`,
+		`timeout_tracer_otlp_spans_dropped_total{reason="queue_full"} 3`,
+		`timeout_tracer_otlp_spans_dropped_total{reason="export_failed"} 2`,
+		`timeout_tracer_otlp_queue_length 4`,
+	} {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("scrape lacks %q", line)
+		}
+	}
+	for _, bad := range []string{":45000", ":33000", ":41544"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("an ephemeral port (%s) is a label:\n%s", bad, body)
+		}
+	}
+}
+
+// A socket seen only mid-life whose ports are both ephemeral gets the
+// address alone; the peer and service labels are bounded, the excess
+// counted under "other".
+func TestMetricsLabelBounds(t *testing.T) {
+	m := NewMetrics(MetricsConfig{MaxPeers: 3, MaxServices: 1, Processes: NewProcesses(t.TempDir(), 0)})
+	m.ObserveTCP(tcpEv(event.TCPRTO, 1, "10.0.0.1:40000", "10.0.0.2:50000"))
+	if v := testutil.ToFloat64(m.retransmits.WithLabelValues("rto", "10.0.0.2")); v != 1 {
+		t.Errorf("both ports ephemeral: want the address alone, got %v\n%s", v, scrape(t, m))
+	}
+	for i := range 10 {
+		m.ObserveTCP(tcpEv(event.TCPRTO, uint64(10+i), "10.0.0.1:40000", netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, 0, byte(i)}), 443).String()))
+	}
+	if n := testutil.CollectAndCount(m.retransmits); n != 4 {
+		t.Errorf("%d peer series, want 3 and other", n)
+	}
+	if v := testutil.ToFloat64(m.retransmits.WithLabelValues("rto", "other")); v != 8 {
+		t.Errorf("other: %v, want 8", v)
+	}
+	for _, comm := range []string{"a", "b", "c"} {
+		r := sampleReport()
+		r.Deadline.PID, r.Deadline.Comm = 99, comm
+		m.Export(&r)
+	}
+	if v := testutil.ToFloat64(m.endings.WithLabelValues("other", "deadline_exceeded", "rto")); v != 2 {
+		t.Errorf("services beyond the bound: %v, want 2 under other", v)
+	}
+	if v := testutil.ToFloat64(m.overflow.WithLabelValues("peer")) + testutil.ToFloat64(m.overflow.WithLabelValues("service")); v != 8+2 {
+		t.Errorf("overflow counted %v, want 10", v)
+	}
+}
+
+// The exposition passes promlint (naming, units, help) with every metric
+// present.
+func TestMetricsPromlint(t *testing.T) {
+	m := newTestMetrics(t)
+	feedAll(m)
+	problems, err := promlint.New(strings.NewReader(scrape(t, m))).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
