@@ -72,7 +72,8 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		// request still dialing has none. A connection attempt of the
 		// process in the window may be this request's, so the absence of
 		// a binding proves nothing then (the SYNs of an unanswered dial).
-		dialing := c.dialingIn(d, sp)
+		procCands := c.processCandidates(d, sp)
+		dialing := dialingIn(procCands)
 		if p := c.procs[d.PID]; p != nil && p.hasReq && !lostBindings && !dialing && p.reqFirst <= sp.hi && p.reqLast+uint64(c.cfg.Lookback) >= sp.lo {
 			cause.Class, cause.Confidence = ClassLocal, Probable
 			cause.Summary = fmt.Sprintf("goroutine %d made no network call %s: it waited on something local (pool, lock, queue)",
@@ -88,7 +89,8 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 			notes = append(notes, fmt.Sprintf("goroutine %d had no binding in the window and no call probe was seen for pid %d: candidates are the process's sockets",
 				d.CreatedGoid, d.PID))
 		}
-		fallthrough
+		cands = procCands
+		c.decideProcess(&cause, cands, d, w)
 	default:
 		cands = c.processCandidates(d, sp)
 		c.decideProcess(&cause, cands, d, w)
@@ -313,11 +315,11 @@ func wallOf(d *event.Deadline, mono uint64) time.Time {
 	return d.Time.Add(time.Duration(int64(mono - d.Mono))).UTC()
 }
 
-// dialingIn reports whether the process had a connection in its handshake
+// dialingIn reports whether any of the process's candidate sockets was in its handshake
 // in the window: a SYN retry, a failed or aborted connect, or a connect
 // that never got established.
-func (c *Correlator) dialingIn(d *event.Deadline, sp span) bool {
-	for _, e := range c.processCandidates(d, sp) {
+func dialingIn(cands []*evidence) bool {
+	for _, e := range cands {
 		if e.n[event.TCPSynRetransmit] > 0 || e.connTimedOut || e.connRejected != 0 || e.abortedRetry || e.abortedBare ||
 			(e.n[event.TCPConnect] > 0 && !e.established) {
 			return true
