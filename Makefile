@@ -24,12 +24,13 @@ build-arm64: ## bin/tracer-arm64
 # clang 19's BTF type order depends on the length of the source's path (hash
 # order of its allocations): the same sources give different objects in
 # /work/main and in a CI clone elsewhere. So objects are generated at a
-# fixed path, a bind mount of the checkout (root; else in place, with a note).
+# fixed path, a bind mount of the checkout (root; else in place, with a note),
+# one checkout at a time (flock): worktrees share the path.
 GEN_DIR   := /tmp/ttgen
 
 generate: ## regenerate BPF objects with $(CLANG) (amd64 + arm64), at a fixed path
-	@if [ "$$(id -u)" = 0 ] && mkdir -p $(GEN_DIR) && mount --bind $(CURDIR) $(GEN_DIR) 2>/dev/null; then \
-		(cd $(GEN_DIR) && $(GO) generate ./collector/...); rc=$$?; umount $(GEN_DIR); exit $$rc; \
+	@if [ "$$(id -u)" = 0 ] && mkdir -p $(GEN_DIR); then \
+		flock $(GEN_DIR).lock sh -c 'if mount --bind $(CURDIR) $(GEN_DIR) 2>/dev/null; then (cd $(GEN_DIR) && $(GO) generate ./collector/...); rc=$$?; umount $(GEN_DIR); exit $$rc; else echo "note: cannot bind-mount at $(GEN_DIR): generating in place"; $(GO) generate ./collector/...; fi'; \
 	else \
 		echo "note: not root: generating in place; objects may differ from the committed ones in BTF order only"; \
 		$(GO) generate ./collector/...; \
