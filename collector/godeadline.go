@@ -14,8 +14,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
@@ -46,27 +44,25 @@ type GoStats struct {
 }
 
 // GoProbes traces the context deadline expiries of one Go process: the cold
-// tier is attached for its whole life; the detail tier on demand.
+// tier is attached for its whole life; the detail tier on demand. Its BPF
+// programs, maps and ring buffers belong to a GoNode that may serve many
+// processes (the node agent); StartGo makes a private one.
 type GoProbes struct {
-	log      *slog.Logger
-	pid      int
-	comm     string
-	bin      *gobin.Binary
-	clk      clock
-	coll     *ebpf.Collection
-	exe      *link.Executable
-	cold     []link.Link
-	reader   *ringbuf.Reader
-	bindRd   *ringbuf.Reader
-	events   chan event.Deadline
-	bindings chan event.Binding
-	calls    chan event.Call
-	done     chan struct{}
-	wg       sync.WaitGroup
+	log  *slog.Logger
+	pid  int
+	comm string
+	bin  *gobin.Binary
+	clk  clock
+	coll *ebpf.Collection // the node's
+	node *GoNode
+	own  bool // StartGo's private node: Close closes it
+	exe  *link.Executable
+	key  gobin.FileID // the executable's inode: cold probes are shared by it
 
 	bias uint64 // PIE load bias: runtime PC - bias = link-time PC
 
 	// detail sites, resolved once
+	cold      []site
 	entry     uint64
 	returns   []uint64
 	httpSites []site // inbound traceparent of net/http servers; none without net/http
@@ -74,16 +70,13 @@ type GoProbes struct {
 	tripSites []site // net/http client round trips: request -> connection
 	otel      *gobin.OTelLayout
 
-	otelErr      error // why there is no OpenTelemetry walk
-	callsDropped uint64
-	ctxWalk      bool // context itabs are registered: the walk can find deadlines
-	mu           sync.Mutex
-	detail       []link.Link
-	audit        []link.Link // call probes attached by SetAudit
-	swept        uint64
-	decodeErrors uint64
-	closeOnce    sync.Once
-	closeErr     error
+	otelErr   error // why there is no OpenTelemetry walk
+	ctxWalk   bool  // context itabs are registered: the walk can find deadlines
+	mu        sync.Mutex
+	detail    []link.Link
+	audit     []link.Link // call probes attached by SetAudit
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // ErrNotTraceable is wrapped when the target cannot be traced (not Go, too
@@ -91,81 +84,48 @@ type GoProbes struct {
 var ErrNotTraceable = errors.New("cannot trace this process")
 
 // StartGo analyses the process's executable, loads the deadline programs
-// and attaches the cold tier. On error nothing is left attached.
-func StartGo(cfg GoConfig) (_ *GoProbes, err error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 50 * time.Millisecond
-	}
-	if err := Preflight(); err != nil {
+// and attaches the cold tier, for this process only. On error nothing is
+// left attached.
+func StartGo(cfg GoConfig) (*GoProbes, error) {
+	n, err := NewGoNode(GoNodeConfig{PollInterval: cfg.PollInterval, Logger: cfg.Logger})
+	if err != nil {
 		return nil, err
 	}
-	bin, err := gobin.OpenPID(cfg.PID)
+	p, err := n.add(cfg.PID, false)
 	if err != nil {
-		return nil, fmt.Errorf("%w: process %d: %w", ErrNotTraceable, cfg.PID, err)
+		n.Close()
+		return nil, err
 	}
-	p := &GoProbes{
-		log:      cfg.Logger,
-		pid:      cfg.PID,
-		comm:     readComm(cfg.PID),
-		bin:      bin,
-		clk:      clock{wallMinusMono: monoOffset()},
-		events:   make(chan event.Deadline, 1024),
-		bindings: make(chan event.Binding, 4096),
-		calls:    make(chan event.Call, 4096),
-		done:     make(chan struct{}),
-	}
-	defer func() {
-		if err != nil {
-			p.Close()
-		}
-	}()
-	if p.bias, err = loadBias(cfg.PID, bin); err != nil {
-		cfg.Logger.Warn("creators will not be symbolized", "err", err)
-	}
-	sites, offs, err := p.resolve()
+	p.own = true
+	return p, nil
+}
+
+// attach analyses the process's binary, registers it with the BPF maps and
+// attaches its cold tier (shared with other processes of the same
+// executable when shared is set). On error it undoes what it did.
+func (p *GoProbes) attach(shared bool) (err error) {
+	bin, err := gobin.OpenPID(p.pid)
 	if err != nil {
-		return nil, fmt.Errorf("%w: process %d (%s, %s): %w", ErrNotTraceable, cfg.PID, bin.ExePath, bin.GoVersion, err)
+		return fmt.Errorf("%w: process %d: %w", ErrNotTraceable, p.pid, err)
 	}
-	if err := rlimit.RemoveMemlock(); err != nil {
-		cfg.Logger.Debug("could not raise RLIMIT_MEMLOCK", "err", err)
+	p.bin, p.key = bin, bin.File
+	if p.bias, err = loadBias(p.pid, bin); err != nil {
+		p.log.Warn("creators will not be symbolized", "pid", p.pid, "err", err)
 	}
-	spec, err := loadGodeadline()
+	offs, err := p.resolve()
 	if err != nil {
-		return nil, fmt.Errorf("load Go BPF spec: %w", err)
+		return fmt.Errorf("%w: process %d (%s, %s): %w", ErrNotTraceable, p.pid, bin.ExePath, bin.GoVersion, err)
 	}
-	if p.coll, err = ebpf.NewCollection(spec); err != nil {
-		return nil, fmt.Errorf("load Go deadline programs: %w", explain(err))
-	}
-	if err := p.coll.Maps["go_procs"].Put(uint32(cfg.PID), offs); err != nil {
-		return nil, fmt.Errorf("register process %d: %w", cfg.PID, err)
+	if err := p.coll.Maps["go_procs"].Put(uint32(p.pid), offs); err != nil {
+		return fmt.Errorf("register process %d: %w", p.pid, err)
 	}
 	if err := p.registerOTel(); err != nil {
-		return nil, err
+		return err
 	}
 	if p.exe, err = link.OpenExecutable(bin.AttachPath); err != nil {
-		return nil, fmt.Errorf("open executable %s: %w", bin.AttachPath, err)
+		return fmt.Errorf("open executable %s: %w", bin.AttachPath, err)
 	}
-	for _, s := range sites {
-		l, err := p.uprobe(s.prog, s.addr)
-		if err != nil {
-			return nil, err
-		}
-		p.cold = append(p.cold, l)
-	}
-	if p.reader, err = ringbuf.NewReader(p.coll.Maps["go_events"]); err != nil {
-		return nil, fmt.Errorf("open ring buffer: %w", err)
-	}
-	if p.bindRd, err = ringbuf.NewReader(p.coll.Maps["go_bindings"]); err != nil {
-		return nil, fmt.Errorf("open ring buffer: %w", err)
-	}
-	p.wg.Add(3)
-	go p.read(cfg.PollInterval)
-	go p.readBindings(cfg.PollInterval)
-	go p.sweep()
-	return p, nil
+	return p.node.holdCold(p, shared)
 }
 
 type site struct {
@@ -174,22 +134,22 @@ type site struct {
 }
 
 // resolve finds the probe sites and the struct offsets in the binary.
-func (p *GoProbes) resolve() ([]site, godeadlineTtGoOffsets, error) {
+func (p *GoProbes) resolve() (godeadlineTtGoOffsets, error) {
 	var offs godeadlineTtGoOffsets
 	ds, err := p.bin.DeadlineSites()
 	if err != nil {
-		return nil, offs, err
+		return offs, err
 	}
 	cancel, err := p.bin.Func("context.(*timerCtx).cancel")
 	if err != nil {
-		return nil, offs, err
+		return offs, err
 	}
 	fired, err := p.bin.CallSites(ds.Timer, cancel)
 	if err != nil {
-		return nil, offs, fmt.Errorf("find the cancel call in %s: %w", ds.Timer.Name, err)
+		return offs, fmt.Errorf("find the cancel call in %s: %w", ds.Timer.Name, err)
 	}
 	if len(fired) == 0 {
-		return nil, offs, fmt.Errorf("no cancel call in the timer closure %s", ds.Timer.Name)
+		return offs, fmt.Errorf("no cancel call in the timer closure %s", ds.Timer.Name)
 	}
 	var sites []site
 	for _, a := range fired {
@@ -200,11 +160,12 @@ func (p *GoProbes) resolve() ([]site, godeadlineTtGoOffsets, error) {
 			sites = append(sites, site{"go_expired_at_creation", c.Addr})
 		}
 	}
+	p.cold = sites
 	if p.entry, err = p.bin.AfterPrologue(ds.Constructor); err != nil {
-		return nil, offs, err
+		return offs, err
 	}
 	if p.returns, err = p.bin.Returns(ds.Constructor); err != nil || len(p.returns) == 0 {
-		return nil, offs, fmt.Errorf("find the returns of %s: %v", ds.Constructor.Name, err)
+		return offs, fmt.Errorf("find the returns of %s: %v", ds.Constructor.Name, err)
 	}
 	p.httpSites = p.resolveHTTP()
 	p.resolveOTel(&offs)
@@ -220,11 +181,11 @@ func (p *GoProbes) resolve() ([]site, godeadlineTtGoOffsets, error) {
 	} {
 		off, err := p.bin.FieldOffset(f.typ, f.path)
 		if err != nil {
-			return nil, offs, err
+			return offs, err
 		}
 		*f.dst = uint32(off)
 	}
-	return sites, offs, nil
+	return offs, nil
 }
 
 func (p *GoProbes) uprobe(prog string, addr uint64) (link.Link, error) {
@@ -297,36 +258,15 @@ func (p *GoProbes) Detail() bool {
 	return p.detail != nil
 }
 
-// Events delivers one event per expired deadline. Closed after Close.
-func (p *GoProbes) Events() <-chan event.Deadline { return p.events }
+// Events delivers one event per expired deadline, of every process of the
+// node. Closed after the node closes.
+func (p *GoProbes) Events() <-chan event.Deadline { return p.node.events }
 
 // Binary is the analysed executable of the traced process.
 func (p *GoProbes) Binary() *gobin.Binary { return p.bin }
 
-func (p *GoProbes) read(poll time.Duration) {
-	defer p.wg.Done()
-	defer close(p.events)
-	readRing(p.reader, poll, p.log, func(raw []byte) bool {
-		var ev event.Deadline
-		if err := p.decode(raw, &ev); err != nil {
-			p.countDecodeError()
-			p.log.Warn("drop undecodable deadline event", "err", err)
-			return true
-		}
-		select {
-		case p.events <- ev:
-			return true
-		case <-p.done:
-			return false
-		}
-	})
-}
-
-func (p *GoProbes) countDecodeError() {
-	p.mu.Lock()
-	p.decodeErrors++
-	p.mu.Unlock()
-}
+// PID is the traced process.
+func (p *GoProbes) PID() int { return p.pid }
 
 var goEventSize = int(unsafe.Sizeof(godeadlineTtGoEvent{}))
 
@@ -379,90 +319,29 @@ func (p *GoProbes) decode(raw []byte, out *event.Deadline) error {
 	return nil
 }
 
-// sweep removes recorded creations whose deadline passed long ago without
-// an expiry: those deadlines were met (cancel runs no probe). Counted.
-func (p *GoProbes) sweep() {
-	defer p.wg.Done()
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	m := p.coll.Maps["deadlines"]
-	for {
-		select {
-		case <-p.done:
-			return
-		case <-t.C:
-		}
-		cutoff := time.Now().Add(-5 * time.Second)
-		var key godeadlinePidPtr
-		var val godeadlineCreation
-		var stale []godeadlinePidPtr
-		it := m.Iterate()
-		for it.Next(&key, &val) {
-			if event.GoTime(val.DeadlineWall, val.DeadlineExt).Before(cutoff) {
-				stale = append(stale, key)
-			}
-		}
-		for _, k := range stale {
-			if m.Delete(k) == nil {
-				p.mu.Lock()
-				p.swept++
-				p.mu.Unlock()
-			}
-		}
-	}
-}
+// Stats returns the probes' counters: the node's, which are this
+// process's when it has the node to itself (StartGo).
+func (p *GoProbes) Stats() (GoStats, error) { return p.node.Stats() }
 
-// Stats returns the probes' counters.
-func (p *GoProbes) Stats() (GoStats, error) {
-	var s GoStats
-	m := p.coll.Maps["go_hits"]
-	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits, &s.RoundTripHits}
-	for i, d := range dst {
-		var perCPU []uint64
-		if err := m.Lookup(uint32(i), &perCPU); err != nil {
-			return s, fmt.Errorf("read Go probe stats: %w", err)
-		}
-		for _, v := range perCPU {
-			*d += v
-		}
-	}
-	p.mu.Lock()
-	s.Swept, s.DecodeErrors = p.swept, p.decodeErrors
-	p.mu.Unlock()
-	return s, nil
-}
-
-// Close detaches every probe and frees everything: stop the reader (closing
-// the ring buffer unblocks it), wait for the goroutines, close links, then
-// the collection and the binary. Safe to call more than once.
+// Close detaches every probe of the process and forgets it; with StartGo's
+// private node it frees the node too. Safe to call more than once.
 func (p *GoProbes) Close() error {
 	p.closeOnce.Do(func() {
-		close(p.done)
-		var errs []error
-		if p.reader != nil {
-			errs = append(errs, p.reader.Close())
-		} else {
-			close(p.events)
+		if p.own {
+			p.closeErr = p.node.Close()
+			return
 		}
-		if p.bindRd != nil {
-			errs = append(errs, p.bindRd.Close())
-		} else {
-			close(p.bindings)
-		}
-		p.wg.Wait()
-		errs = append(errs, p.SetDetail(false), p.SetAudit(false))
-		for _, l := range p.cold {
-			errs = append(errs, l.Close())
-		}
-		if p.coll != nil {
-			p.coll.Close()
-		}
-		if p.bin != nil {
-			errs = append(errs, p.bin.Close())
-		}
-		p.closeErr = errors.Join(errs...)
+		p.closeErr = p.node.Remove(p.pid)
 	})
 	return p.closeErr
+}
+
+// detach undoes attach: probes, map entries, the binary. Called by the
+// node with the process out of its table.
+func (p *GoProbes) detach() error {
+	errs := []error{p.SetDetail(false), p.SetAudit(false), p.node.releaseCold(p)}
+	p.node.forget(uint32(p.pid))
+	return errors.Join(errs...)
 }
 
 func readComm(pid int) string {
@@ -725,56 +604,15 @@ func (p *GoProbes) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 }
 
 // Bindings delivers request -> connection bindings seen by the detail
-// tier. Closed after Close.
-func (p *GoProbes) Bindings() <-chan event.Binding { return p.bindings }
+// tier, of every process of the node. Closed after the node closes.
+func (p *GoProbes) Bindings() <-chan event.Binding { return p.node.bindings }
 
 var bindingSize = int(unsafe.Sizeof(godeadlineTtGoBinding{}))
-
-func (p *GoProbes) readBindings(poll time.Duration) {
-	defer p.wg.Done()
-	defer close(p.bindings)
-	readRing(p.bindRd, poll, p.log, func(raw []byte) bool {
-		if len(raw) < bindingSize {
-			p.countDecodeError()
-			return true
-		}
-		var r godeadlineTtGoBinding
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), bindingSize), raw)
-		if r.Kind == uint8(godeadlineTtGoBindingKindTT_BIND_HTTP_END) {
-			c := event.Call{Mono: r.TsNs, Time: p.clk.wall(r.TsNs), PID: r.Pid, Comm: p.comm, Goid: r.Goid, Kind: "http", End: true}
-			select {
-			case p.calls <- c:
-			default:
-				p.mu.Lock()
-				p.callsDropped++
-				p.mu.Unlock()
-			}
-			return true
-		}
-		if r.Cookie != 0 {
-			b := event.Binding{Mono: r.TsNs, PID: r.Pid, Goid: r.Goid, Cookie: r.Cookie, Source: event.BindHTTPRoundTrip}
-			select {
-			case p.bindings <- b:
-			case <-p.done:
-				return false
-			}
-		}
-		c := p.call(&r)
-		select {
-		case p.calls <- c:
-		default:
-			p.mu.Lock()
-			p.callsDropped++ // nobody reads calls (no audit): counted, not blocking
-			p.mu.Unlock()
-		}
-		return true
-	})
-}
 
 // Calls delivers every outbound call the call probes saw (detail tier or
 // SetAudit), with what its context allowed. Calls nobody reads are
 // dropped and counted.
-func (p *GoProbes) Calls() <-chan event.Call { return p.calls }
+func (p *GoProbes) Calls() <-chan event.Call { return p.node.calls }
 
 func (p *GoProbes) call(r *godeadlineTtGoBinding) event.Call {
 	c := event.Call{Mono: r.TsNs, Time: p.clk.wall(r.TsNs), PID: r.Pid, Comm: p.comm, Goid: r.Goid, Cookie: r.Cookie,

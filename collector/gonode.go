@@ -1,0 +1,488 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/gobin"
+)
+
+// GoNodeConfig tunes a GoNode.
+type GoNodeConfig struct {
+	// PollInterval bounds how long an expiry waits in the ring buffer; 0
+	// means 50 ms.
+	PollInterval time.Duration
+	Logger       *slog.Logger
+}
+
+// GoNode owns one set of Go deadline programs, maps and ring buffers for
+// any number of processes. Per-process state in the maps is keyed by tgid;
+// the cold probes are attached once per executable file (same inode, same
+// probes, filtered per process in BPF) and the detail and audit probes per
+// process. Events of every process come out of one set of channels.
+type GoNode struct {
+	log      *slog.Logger
+	clk      clock
+	coll     *ebpf.Collection
+	reader   *ringbuf.Reader
+	bindRd   *ringbuf.Reader
+	events   chan event.Deadline
+	bindings chan event.Binding
+	calls    chan event.Call
+	done     chan struct{}
+	wg       sync.WaitGroup
+
+	mu           sync.Mutex
+	procs        map[uint32]*GoProbes
+	gone         map[uint32]goneProc // removed recently: late events still decode
+	exes         map[gobin.FileID]*sharedCold
+	swept        uint64
+	decodeErrors uint64
+	unknownPID   uint64 // events of processes not (or no longer) traced
+	callsDropped uint64
+	closeOnce    sync.Once
+	closeErr     error
+}
+
+// sharedCold are the cold probes of one executable file, attached for every
+// process that runs it (no PID filter: the programs skip processes that are
+// not registered in go_procs).
+type sharedCold struct {
+	exe   *link.Executable
+	links []link.Link
+	refs  int
+}
+
+type goneProc struct {
+	p    *GoProbes
+	when time.Time
+}
+
+// goneLinger is how long a removed process's binary is kept for the late
+// events of its last moments.
+const goneLinger = 5 * time.Second
+
+// NewGoNode loads the Go deadline programs with no process yet.
+func NewGoNode(cfg GoNodeConfig) (_ *GoNode, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 50 * time.Millisecond
+	}
+	if err := Preflight(); err != nil {
+		return nil, err
+	}
+	n := &GoNode{
+		log:      cfg.Logger,
+		clk:      clock{wallMinusMono: monoOffset()},
+		events:   make(chan event.Deadline, 1024),
+		bindings: make(chan event.Binding, 4096),
+		calls:    make(chan event.Call, 4096),
+		done:     make(chan struct{}),
+		procs:    make(map[uint32]*GoProbes),
+		gone:     make(map[uint32]goneProc),
+		exes:     make(map[gobin.FileID]*sharedCold),
+	}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	if err := rlimit.RemoveMemlock(); err != nil {
+		cfg.Logger.Debug("could not raise RLIMIT_MEMLOCK", "err", err)
+	}
+	spec, err := loadGodeadline()
+	if err != nil {
+		return nil, fmt.Errorf("load Go BPF spec: %w", err)
+	}
+	if n.coll, err = ebpf.NewCollection(spec); err != nil {
+		return nil, fmt.Errorf("load Go deadline programs: %w", explain(err))
+	}
+	if n.reader, err = ringbuf.NewReader(n.coll.Maps["go_events"]); err != nil {
+		return nil, fmt.Errorf("open ring buffer: %w", err)
+	}
+	if n.bindRd, err = ringbuf.NewReader(n.coll.Maps["go_bindings"]); err != nil {
+		return nil, fmt.Errorf("open ring buffer: %w", err)
+	}
+	n.wg.Add(3)
+	go n.read(cfg.PollInterval)
+	go n.readBindings(cfg.PollInterval)
+	go n.sweep()
+	return n, nil
+}
+
+// Add analyses process pid's executable and attaches its cold tier (shared
+// with the other processes of the same executable). Errors wrapping
+// ErrNotTraceable mean the process cannot be traced (not Go, too old, ...).
+func (n *GoNode) Add(pid int) (*GoProbes, error) { return n.add(pid, true) }
+
+func (n *GoNode) add(pid int, shared bool) (*GoProbes, error) {
+	n.mu.Lock()
+	_, dup := n.procs[uint32(pid)]
+	n.mu.Unlock()
+	if dup {
+		return nil, fmt.Errorf("process %d is already traced", pid)
+	}
+	p := &GoProbes{log: n.log, pid: pid, comm: readComm(pid), clk: n.clk, coll: n.coll, node: n}
+	if err := p.attach(shared); err != nil {
+		// attach takes the cold reference last: nothing to release.
+		n.forget(uint32(pid))
+		if p.bin != nil {
+			p.bin.Close()
+		}
+		return nil, err
+	}
+	n.mu.Lock()
+	n.procs[uint32(pid)] = p
+	delete(n.gone, uint32(pid))
+	n.mu.Unlock()
+	return p, nil
+}
+
+// Remove detaches process pid (it exited, or is no longer wanted). Its
+// binary stays open a few seconds for its last events.
+func (n *GoNode) Remove(pid int) error {
+	n.mu.Lock()
+	p, ok := n.procs[uint32(pid)]
+	delete(n.procs, uint32(pid))
+	n.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	err := p.detach()
+	n.mu.Lock()
+	n.gone[uint32(pid)] = goneProc{p, time.Now()}
+	n.mu.Unlock()
+	return err
+}
+
+// Procs returns the traced processes.
+func (n *GoNode) Procs() []*GoProbes {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]*GoProbes, 0, len(n.procs))
+	for _, p := range n.procs {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Proc returns the traced process pid, or nil.
+func (n *GoNode) Proc(pid int) *GoProbes {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.procs[uint32(pid)]
+}
+
+// Executables is the number of executable files whose cold probes are
+// attached (each shared by every traced process running it).
+func (n *GoNode) Executables() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.exes)
+}
+
+// holdCold attaches the cold sites of p's executable, or takes a reference
+// on those already attached for it.
+func (n *GoNode) holdCold(p *GoProbes, shared bool) error {
+	if !shared {
+		// One process only: filter in the kernel by PID, so other processes
+		// running the same file never trap.
+		sc := &sharedCold{refs: 1}
+		for _, s := range p.cold {
+			l, err := p.uprobe(s.prog, s.addr)
+			if err != nil {
+				for _, l := range sc.links {
+					l.Close()
+				}
+				return err
+			}
+			sc.links = append(sc.links, l)
+		}
+		n.mu.Lock()
+		n.exes[p.key] = sc
+		n.mu.Unlock()
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if sc, ok := n.exes[p.key]; ok {
+		sc.refs++
+		return nil
+	}
+	sc := &sharedCold{exe: p.exe, refs: 1}
+	for _, s := range p.cold {
+		off, err := p.bin.FileOffset(s.addr)
+		if err == nil {
+			var l link.Link
+			l, err = p.exe.Uprobe("", n.coll.Programs[s.prog], &link.UprobeOptions{Address: off})
+			if err == nil {
+				sc.links = append(sc.links, l)
+				continue
+			}
+			err = fmt.Errorf("attach %s at %#x: %w", s.prog, s.addr, explain(err))
+		}
+		for _, l := range sc.links {
+			l.Close()
+		}
+		return err
+	}
+	n.exes[p.key] = sc
+	return nil
+}
+
+// releaseCold drops p's reference on its executable's cold probes and
+// detaches them with the last one.
+func (n *GoNode) releaseCold(p *GoProbes) error {
+	n.mu.Lock()
+	sc, ok := n.exes[p.key]
+	if !ok || p.exe == nil {
+		n.mu.Unlock()
+		return nil
+	}
+	sc.refs--
+	if sc.refs > 0 {
+		n.mu.Unlock()
+		return nil
+	}
+	delete(n.exes, p.key)
+	n.mu.Unlock()
+	var errs []error
+	for _, l := range sc.links {
+		errs = append(errs, l.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// forget deletes every map entry of pid.
+func (n *GoNode) forget(pid uint32) {
+	if n.coll == nil {
+		return
+	}
+	n.coll.Maps["go_procs"].Delete(pid)
+	for _, name := range []string{"go_ctx_itabs", "go_span_types", "deadlines"} {
+		m := n.coll.Maps[name]
+		var keys []godeadlinePidPtr
+		var key godeadlinePidPtr
+		var prev any // nil: the first key
+		for i := 0; i < int(m.MaxEntries()) && m.NextKey(prev, &key) == nil; i++ {
+			if key.Pid == pid {
+				keys = append(keys, key)
+			}
+			k := key
+			prev = &k
+		}
+		for _, k := range keys {
+			m.Delete(k)
+		}
+	}
+}
+
+// lookup finds the process an event belongs to, traced or recently gone.
+func (n *GoNode) lookup(pid uint32) *GoProbes {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p, ok := n.procs[pid]; ok {
+		return p
+	}
+	if g, ok := n.gone[pid]; ok {
+		return g.p
+	}
+	n.unknownPID++
+	return nil
+}
+
+func (n *GoNode) read(poll time.Duration) {
+	defer n.wg.Done()
+	defer close(n.events)
+	readRing(n.reader, poll, n.log, func(raw []byte) bool {
+		if len(raw) < goEventSize {
+			n.countDecodeError()
+			return true
+		}
+		pid := (*godeadlineTtGoEvent)(unsafe.Pointer(&raw[0])).Pid
+		p := n.lookup(pid)
+		if p == nil {
+			return true
+		}
+		var ev event.Deadline
+		if err := p.decode(raw, &ev); err != nil {
+			n.countDecodeError()
+			n.log.Warn("drop undecodable deadline event", "err", err)
+			return true
+		}
+		select {
+		case n.events <- ev:
+			return true
+		case <-n.done:
+			return false
+		}
+	})
+}
+
+func (n *GoNode) countDecodeError() {
+	n.mu.Lock()
+	n.decodeErrors++
+	n.mu.Unlock()
+}
+
+func (n *GoNode) readBindings(poll time.Duration) {
+	defer n.wg.Done()
+	defer close(n.bindings)
+	dropCall := func() {
+		n.mu.Lock()
+		n.callsDropped++ // nobody reads calls (no audit): counted, not blocking
+		n.mu.Unlock()
+	}
+	readRing(n.bindRd, poll, n.log, func(raw []byte) bool {
+		if len(raw) < bindingSize {
+			n.countDecodeError()
+			return true
+		}
+		var r godeadlineTtGoBinding
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), bindingSize), raw)
+		p := n.lookup(r.Pid)
+		if p == nil {
+			return true
+		}
+		if r.Kind == uint8(godeadlineTtGoBindingKindTT_BIND_HTTP_END) {
+			c := event.Call{Mono: r.TsNs, Time: n.clk.wall(r.TsNs), PID: r.Pid, Comm: p.comm, Goid: r.Goid, Kind: "http", End: true}
+			select {
+			case n.calls <- c:
+			default:
+				dropCall()
+			}
+			return true
+		}
+		if r.Cookie != 0 {
+			b := event.Binding{Mono: r.TsNs, PID: r.Pid, Goid: r.Goid, Cookie: r.Cookie, Source: event.BindHTTPRoundTrip}
+			select {
+			case n.bindings <- b:
+			case <-n.done:
+				return false
+			}
+		}
+		select {
+		case n.calls <- p.call(&r):
+		default:
+			dropCall()
+		}
+		return true
+	})
+}
+
+// sweep removes recorded creations whose deadline passed long ago without
+// an expiry: those deadlines were met (cancel runs no probe). Counted. It
+// also lets go of the binaries of processes removed a while ago.
+func (n *GoNode) sweep() {
+	defer n.wg.Done()
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	m := n.coll.Maps["deadlines"]
+	for {
+		select {
+		case <-n.done:
+			return
+		case <-t.C:
+		}
+		cutoff := time.Now().Add(-5 * time.Second)
+		var key godeadlinePidPtr
+		var val godeadlineCreation
+		var stale []godeadlinePidPtr
+		it := m.Iterate()
+		for it.Next(&key, &val) {
+			if event.GoTime(val.DeadlineWall, val.DeadlineExt).Before(cutoff) {
+				stale = append(stale, key)
+			}
+		}
+		for _, k := range stale {
+			if m.Delete(k) == nil {
+				n.mu.Lock()
+				n.swept++
+				n.mu.Unlock()
+			}
+		}
+		n.mu.Lock()
+		var old []*GoProbes
+		for pid, g := range n.gone {
+			if time.Since(g.when) > goneLinger {
+				old = append(old, g.p)
+				delete(n.gone, pid)
+			}
+		}
+		n.mu.Unlock()
+		for _, p := range old {
+			p.bin.Close()
+		}
+	}
+}
+
+// Stats returns the counters of every process of the node.
+func (n *GoNode) Stats() (GoStats, error) {
+	var s GoStats
+	m := n.coll.Maps["go_hits"]
+	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits, &s.RoundTripHits}
+	for i, d := range dst {
+		var perCPU []uint64
+		if err := m.Lookup(uint32(i), &perCPU); err != nil {
+			return s, fmt.Errorf("read Go probe stats: %w", err)
+		}
+		for _, v := range perCPU {
+			*d += v
+		}
+	}
+	n.mu.Lock()
+	s.Swept, s.DecodeErrors = n.swept, n.decodeErrors
+	n.mu.Unlock()
+	return s, nil
+}
+
+// Close detaches every process and frees everything: stop the readers
+// (closing a ring buffer unblocks its reader), wait for the goroutines,
+// detach, then the collection. Safe to call more than once.
+func (n *GoNode) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.done)
+		var errs []error
+		if n.reader != nil {
+			errs = append(errs, n.reader.Close())
+		} else {
+			close(n.events)
+		}
+		if n.bindRd != nil {
+			errs = append(errs, n.bindRd.Close())
+		} else {
+			close(n.bindings)
+		}
+		n.wg.Wait()
+		n.mu.Lock()
+		procs := n.procs
+		n.procs = map[uint32]*GoProbes{}
+		gone := n.gone
+		n.gone = map[uint32]goneProc{}
+		n.mu.Unlock()
+		for _, p := range procs {
+			errs = append(errs, p.detach())
+			errs = append(errs, p.bin.Close())
+		}
+		for _, g := range gone {
+			errs = append(errs, g.p.bin.Close())
+		}
+		if n.coll != nil {
+			n.coll.Close()
+		}
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
