@@ -265,6 +265,9 @@ func (p *GoProbes) Events() <-chan event.Deadline { return p.node.events }
 // Binary is the analysed executable of the traced process.
 func (p *GoProbes) Binary() *gobin.Binary { return p.bin }
 
+// Node is the programs and maps the process is traced with.
+func (p *GoProbes) Node() *GoNode { return p.node }
+
 // PID is the traced process.
 func (p *GoProbes) PID() int { return p.pid }
 

@@ -185,6 +185,18 @@ func (n *GoNode) Proc(pid int) *GoProbes {
 	return n.procs[uint32(pid)]
 }
 
+// Events delivers one event per expired deadline, of every process.
+// Closed after Close.
+func (n *GoNode) Events() <-chan event.Deadline { return n.events }
+
+// Bindings delivers request -> connection bindings of every process.
+// Closed after Close.
+func (n *GoNode) Bindings() <-chan event.Binding { return n.bindings }
+
+// Calls delivers the outbound calls the call probes saw, of every
+// process; calls nobody reads are dropped and counted.
+func (n *GoNode) Calls() <-chan event.Call { return n.calls }
+
 // Executables is the number of executable files whose cold probes are
 // attached (each shared by every traced process running it).
 func (n *GoNode) Executables() int {

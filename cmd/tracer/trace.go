@@ -69,7 +69,6 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 	defer cancel()
 	stderr := cmd.ErrOrStderr()
 	w := export.NewTimeoutWriter(cmd.OutOrStdout(), format)
-	pid := uint32(f.pid)
 	ex, err := startExporters(ctx, &f.export, log, stderr)
 	if err != nil {
 		return err
@@ -79,7 +78,7 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 		Hung:    w.WriteHung,
 		Report:  w.WriteReport,
 		Missing: w.WriteMissing,
-		Detail:  func(t time.Time, on bool, reason string) error { return w.WriteDetail(t, pid, on, reason) },
+		Detail:  func(t time.Time, pid uint32, on bool, reason string) error { return w.WriteDetail(t, pid, on, reason) },
 	}))
 	if err != nil {
 		return err

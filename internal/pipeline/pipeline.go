@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -45,8 +46,8 @@ type Sink struct {
 	Event func(event.Any) error
 	// Report, if set, gets every correlated report.
 	Report func(*correlate.Report) error
-	// Detail gets each switch of the detail tier.
-	Detail func(t time.Time, on bool, reason string) error
+	// Detail gets each switch of a process's detail tier.
+	Detail func(t time.Time, pid uint32, on bool, reason string) error
 	// Missing gets each outbound call made under a context with no
 	// deadline (Config.Audit), with the peer when the connection is known.
 	Missing func(c *event.Call, peer string) error
@@ -62,16 +63,22 @@ type Sink struct {
 	Call func(*event.Call) error
 }
 
-// Pipeline is one traced process: both collectors, the merge, the
-// correlator. Close it once.
+// Pipeline is one traced process (Start), or every traced process of the
+// node (StartNode): both collectors, the merge, the correlator. Close it
+// once.
 type Pipeline struct {
 	cfg   Config
 	log   *slog.Logger
 	tcp   *collector.TCP
-	goP   *collector.GoProbes
+	goP   *collector.GoProbes // Start: the process
+	goN   *collector.GoNode
+	node  bool
 	corr  *correlate.Correlator
-	ctl   *adaptive.Controller
 	buf   []event.Any
+
+	mu    sync.Mutex
+	procs map[uint32]*procState
+	added []uint32 // processes added since Run last looked: watch their activity
 	sink  Sink
 	drops uint64
 	// peers names the connections the kernel reported, for audit lines:
@@ -84,6 +91,12 @@ type Pipeline struct {
 	missing []event.Call
 	// open are the calls without a deadline still in flight, by goroutine.
 	open map[callKey]*openCall
+}
+
+// procState is one traced process: its probes and its adaptive switch.
+type procState struct {
+	probes *collector.GoProbes
+	ctl    *adaptive.Controller
 }
 
 type callKey struct {
@@ -175,15 +188,10 @@ func (p *Pipeline) reportHung(now time.Time) error {
 // read on their own schedules (each polls within 100 ms).
 const reorder = 250 * time.Millisecond
 
-// Start attaches everything. On error nothing is left attached.
+// Start attaches everything for process cfg.PID. On error nothing is left
+// attached.
 func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Activity == 0 {
-		cfg.Activity = time.Second
-	}
-	p := &Pipeline{cfg: cfg, log: cfg.Logger, ctl: adaptive.New(cfg.Policy), sink: sink}
+	p := newPipeline(cfg, sink)
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -192,34 +200,148 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 	if p.goP, err = collector.StartGo(collector.GoConfig{PID: cfg.PID, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
+	p.goN = p.goP.Node()
 	if p.tcp, err = collector.StartTCP(collector.Config{PID: uint32(cfg.PID), Lifecycle: true,
 		ActivityInterval: cfg.Activity, Logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
 	}
-	if off, err := p.goP.Binary().FieldOffset("runtime.g", "goid"); err == nil {
-		if err := p.tcp.RegisterGoProcess(uint32(cfg.PID), uint32(off)); err != nil {
-			return nil, err
-		}
-	}
-	ccfg := correlate.DefaultConfig()
-	ccfg.ActivityResolution = cfg.Activity
-	if p.corr, err = correlate.New(ccfg); err != nil {
+	if err := p.corrStart(); err != nil {
 		return nil, err
 	}
-	// Activity sampling is on for this process from now: no activity in a
-	// window means no network I/O.
-	p.corr.WatchActivity(uint32(cfg.PID), monoNow())
-	if cfg.Audit {
-		if err := p.goP.SetAudit(true); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.Detail == "always" {
-		if err := p.setDetail(true, "--detail=always"); err != nil {
-			return nil, err
-		}
+	if err := p.track(p.goP); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// StartNode attaches the kernel TCP collector for the whole node and loads
+// the Go probes with no process yet: add them with AddProcess. cfg.PID is
+// ignored. On error nothing is left attached.
+func StartNode(cfg Config, sink Sink) (_ *Pipeline, err error) {
+	p := newPipeline(cfg, sink)
+	p.node = true
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	if p.goN, err = collector.NewGoNode(collector.GoNodeConfig{Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if p.tcp, err = collector.StartTCP(collector.Config{Lifecycle: true, ActivityInterval: cfg.Activity, Logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
+	}
+	if err := p.corrStart(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func newPipeline(cfg Config, sink Sink) *Pipeline {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Activity == 0 {
+		cfg.Activity = time.Second
+	}
+	return &Pipeline{cfg: cfg, log: cfg.Logger, sink: sink, procs: make(map[uint32]*procState)}
+}
+
+func (p *Pipeline) corrStart() (err error) {
+	ccfg := correlate.DefaultConfig()
+	ccfg.ActivityResolution = p.cfg.Activity
+	p.corr, err = correlate.New(ccfg)
+	return err
+}
+
+// AddProcess starts tracing process pid (StartNode). Errors wrapping
+// collector.ErrNotTraceable mean it cannot be traced; nothing is left
+// attached for it then.
+func (p *Pipeline) AddProcess(pid int) (*collector.GoProbes, error) {
+	g, err := p.goN.Add(pid)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.track(g); err != nil {
+		p.goN.Remove(pid)
+		return nil, err
+	}
+	return g, nil
+}
+
+// RemoveProcess stops tracing process pid (it exited): its probes are
+// detached; its deadlines already seen are still reported.
+func (p *Pipeline) RemoveProcess(pid int) error {
+	p.mu.Lock()
+	_, ok := p.procs[uint32(pid)]
+	delete(p.procs, uint32(pid))
+	p.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return errors.Join(p.goN.Remove(pid), p.tcp.UnregisterGoProcess(uint32(pid)))
+}
+
+// Traced reports whether pid is traced.
+func (p *Pipeline) Traced(pid uint32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.procs[pid]
+	return ok
+}
+
+// track registers a process whose Go probes are attached: goroutine
+// naming in the kernel, audit and detail as configured.
+func (p *Pipeline) track(g *collector.GoProbes) error {
+	pid := uint32(g.PID())
+	if off, err := g.Binary().FieldOffset("runtime.g", "goid"); err == nil {
+		if err := p.tcp.RegisterGoProcess(pid, uint32(off)); err != nil {
+			return err
+		}
+	}
+	ps := &procState{probes: g, ctl: adaptive.New(p.cfg.Policy)}
+	if p.cfg.Audit {
+		if err := g.SetAudit(true); err != nil {
+			if !p.node {
+				return err
+			}
+			p.log.Warn("no deadline audit for this process", "pid", pid, "err", err)
+		}
+	}
+	if p.cfg.Detail == "always" {
+		if err := p.setDetail(ps, true, "--detail=always"); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	p.procs[pid] = ps
+	p.added = append(p.added, pid)
+	p.mu.Unlock()
+	if !p.node {
+		// Activity sampling is on for this process from now: no activity
+		// in a window means no network I/O.
+		p.watchAdded()
+	}
+	return nil
+}
+
+// watchAdded tells the correlator which processes are sampled from now.
+// Called from the goroutine that drives the correlator.
+func (p *Pipeline) watchAdded() {
+	p.mu.Lock()
+	added := p.added
+	p.added = nil
+	p.mu.Unlock()
+	now := monoNow()
+	for _, pid := range added {
+		p.corr.WatchActivity(pid, now)
+	}
+}
+
+func (p *Pipeline) proc(pid uint32) *procState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.procs[pid]
 }
 
 // Probes is the Go side, for its binary and counters.
@@ -228,13 +350,17 @@ func (p *Pipeline) Probes() *collector.GoProbes { return p.goP }
 // TCP is the kernel side, for its counters.
 func (p *Pipeline) TCP() *collector.TCP { return p.tcp }
 
-func (p *Pipeline) setDetail(on bool, reason string) error {
-	if err := p.goP.SetDetail(on); err != nil {
+// Node is the Go side's programs, for its counters.
+func (p *Pipeline) Node() *collector.GoNode { return p.goN }
+
+func (p *Pipeline) setDetail(ps *procState, on bool, reason string) error {
+	pid := uint32(ps.probes.PID())
+	if err := ps.probes.SetDetail(on); err != nil {
 		return fmt.Errorf("switch detail probes: %w", err)
 	}
-	p.log.Info("detail probes switched", "pid", p.cfg.PID, "on", on, "reason", reason)
+	p.log.Info("detail probes switched", "pid", pid, "on", on, "reason", reason)
 	if p.sink.Detail != nil {
-		return p.sink.Detail(time.Now(), on, reason)
+		return p.sink.Detail(time.Now(), pid, on, reason)
 	}
 	return nil
 }
@@ -242,11 +368,12 @@ func (p *Pipeline) setDetail(on bool, reason string) error {
 // switchDetail is the adaptive switch: a failure (typically the process
 // exiting while the probes attach) leaves the cold tier tracing and is
 // said, never fatal: the reports already seen must not be lost.
-func (p *Pipeline) switchDetail(on bool, reason string) {
-	if err := p.setDetail(on, reason); err != nil {
-		p.log.Warn("detail probes not switched; the cold tier keeps tracing", "pid", p.cfg.PID, "on", on, "err", err)
+func (p *Pipeline) switchDetail(ps *procState, on bool, reason string) {
+	if err := p.setDetail(ps, on, reason); err != nil {
+		pid := uint32(ps.probes.PID())
+		p.log.Warn("detail probes not switched; the cold tier keeps tracing", "pid", pid, "on", on, "err", err)
 		if p.sink.Detail != nil {
-			p.sink.Detail(time.Now(), false, "could not switch: "+err.Error())
+			p.sink.Detail(time.Now(), pid, false, "could not switch: "+err.Error())
 		}
 	}
 }
@@ -256,10 +383,10 @@ func (p *Pipeline) switchDetail(on bool, reason string) {
 func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	tcpEvents, goEvents, bindings := p.tcp.Events(), p.goP.Events(), p.goP.Bindings()
+	tcpEvents, goEvents, bindings := p.tcp.Events(), p.goN.Events(), p.goN.Bindings()
 	var calls <-chan event.Call
 	if p.cfg.Audit {
-		calls = p.goP.Calls()
+		calls = p.goN.Calls()
 	}
 	for {
 		select {
@@ -289,8 +416,8 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				return errors.New("deadline event stream ended unexpectedly")
 			}
 			p.buf = append(p.buf, &d)
-			if p.cfg.Detail == "auto" && p.ctl.Observe(time.Now()) {
-				p.switchDetail(true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))
+			if ps := p.proc(d.PID); ps != nil && p.cfg.Detail == "auto" && ps.ctl.Observe(time.Now()) {
+				p.switchDetail(ps, true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))
 			}
 		case b, ok := <-bindings:
 			if !ok {
@@ -299,8 +426,20 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			}
 			p.buf = append(p.buf, &b)
 		case <-tick.C:
-			if p.cfg.Detail == "auto" && p.ctl.Tick(time.Now()) {
-				p.switchDetail(false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet))
+			p.watchAdded()
+			if p.cfg.Detail == "auto" {
+				now := time.Now()
+				p.mu.Lock()
+				var quiet []*procState
+				for _, ps := range p.procs {
+					if ps.ctl.Tick(now) {
+						quiet = append(quiet, ps)
+					}
+				}
+				p.mu.Unlock()
+				for _, ps := range quiet {
+					p.switchDetail(ps, false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet))
+				}
 			}
 			if err := p.release(monoNow() - uint64(reorder)); err != nil {
 				return err
@@ -365,6 +504,11 @@ func (p *Pipeline) release(upTo uint64) error {
 					return err
 				}
 			}
+			// The node's kernel collector sees every process: only the
+			// traced ones (and sockets of no known owner) concern reports.
+			if p.node && t.PID != 0 && !p.Traced(t.PID) {
+				continue
+			}
 		}
 		if p.sink.Event != nil {
 			if err := p.sink.Event(ev); err != nil {
@@ -404,6 +548,8 @@ func (p *Pipeline) Close() error {
 	}
 	if p.goP != nil {
 		errs = append(errs, p.goP.Close())
+	} else if p.goN != nil {
+		errs = append(errs, p.goN.Close())
 	}
 	return errors.Join(errs...)
 }
