@@ -67,14 +67,14 @@ type Sink struct {
 // node (StartNode): both collectors, the merge, the correlator. Close it
 // once.
 type Pipeline struct {
-	cfg   Config
-	log   *slog.Logger
-	tcp   *collector.TCP
-	goP   *collector.GoProbes // Start: the process
-	goN   *collector.GoNode
-	node  bool
-	corr  *correlate.Correlator
-	buf   []event.Any
+	cfg  Config
+	log  *slog.Logger
+	tcp  *collector.TCP
+	goP  *collector.GoProbes // Start: the process
+	goN  *collector.GoNode
+	node bool
+	corr *correlate.Correlator
+	buf  []event.Any
 
 	mu    sync.Mutex
 	procs map[uint32]*procState
