@@ -104,7 +104,7 @@ func StartGo(cfg GoConfig) (*GoProbes, error) {
 // attaches its cold tier (shared with other processes of the same
 // executable when shared is set). On error it undoes what it did.
 func (p *GoProbes) attach(shared bool) (err error) {
-	bin, err := gobin.OpenPID(p.pid)
+	bin, attachPath, err := p.node.openBin(p.pid)
 	if err != nil {
 		return fmt.Errorf("%w: process %d: %w", ErrNotTraceable, p.pid, err)
 	}
@@ -122,8 +122,8 @@ func (p *GoProbes) attach(shared bool) (err error) {
 	if err := p.registerOTel(); err != nil {
 		return err
 	}
-	if p.exe, err = link.OpenExecutable(bin.AttachPath); err != nil {
-		return fmt.Errorf("open executable %s: %w", bin.AttachPath, err)
+	if p.exe, err = link.OpenExecutable(attachPath); err != nil {
+		return fmt.Errorf("open executable %s: %w", attachPath, err)
 	}
 	return p.node.holdCold(p, shared)
 }
@@ -189,15 +189,7 @@ func (p *GoProbes) resolve() (godeadlineTtGoOffsets, error) {
 }
 
 func (p *GoProbes) uprobe(prog string, addr uint64) (link.Link, error) {
-	off, err := p.bin.FileOffset(addr)
-	if err != nil {
-		return nil, err
-	}
-	l, err := p.exe.Uprobe("", p.coll.Programs[prog], &link.UprobeOptions{Address: off, PID: p.pid})
-	if err != nil {
-		return nil, fmt.Errorf("attach %s at %#x: %w", prog, addr, explain(err))
-	}
-	return l, nil
+	return p.node.attachUprobe(p, site{prog, addr}, p.pid)
 }
 
 // SetDetail attaches (on) or detaches (off) the detail tier: a uprobe at
@@ -455,7 +447,7 @@ func (p *GoProbes) resolveOTel(offs *godeadlineTtGoOffsets) {
 	l, err := p.bin.OTelSpanLayout()
 	if err != nil {
 		p.otelErr = err
-		p.log.Info("no trace context from OpenTelemetry spans", "err", err)
+		p.log.Debug("no trace context from OpenTelemetry spans", "pid", p.pid, "err", err)
 		return
 	}
 	parent, err := p.bin.FieldOffset("context.timerCtx", "cancelCtx.Context")

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
@@ -42,10 +45,15 @@ type GoNode struct {
 	done     chan struct{}
 	wg       sync.WaitGroup
 
+	// multi: uprobes are uprobe_multi BPF links, not perf events (see
+	// useUprobeMulti).
+	multi bool
+
 	mu           sync.Mutex
 	procs        map[uint32]*GoProbes
 	gone         map[uint32]goneProc // removed recently: late events still decode
 	exes         map[gobin.FileID]*sharedCold
+	bins         map[gobin.FileID]*binRef // analysed executables, shared by their processes
 	swept        uint64
 	decodeErrors uint64
 	unknownPID   uint64 // events of processes not (or no longer) traced
@@ -61,6 +69,64 @@ type sharedCold struct {
 	exe   *link.Executable
 	links []link.Link
 	refs  int
+}
+
+// binRef is an analysed executable and the number of processes using it:
+// its symbol tables, pclntab and DWARF are parsed once per file.
+type binRef struct {
+	bin  *gobin.Binary
+	refs int
+}
+
+// openBin returns the analysed executable of process pid, shared with the
+// other processes running the same file, and the path to attach this
+// process's own probes through.
+func (n *GoNode) openBin(pid int) (*gobin.Binary, string, error) {
+	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	if st, err := os.Stat(exe); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			id := gobin.FileID{Dev: uint64(sys.Dev), Ino: uint64(sys.Ino)}
+			n.mu.Lock()
+			if r, ok := n.bins[id]; ok {
+				r.refs++
+				n.mu.Unlock()
+				return r.bin, exe, nil
+			}
+			n.mu.Unlock()
+		}
+	}
+	bin, err := gobin.OpenPID(pid)
+	if err != nil {
+		return nil, "", err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if r, ok := n.bins[bin.File]; ok { // another process of the file won the race
+		r.refs++
+		bin.Close()
+		return r.bin, exe, nil
+	}
+	n.bins[bin.File] = &binRef{bin: bin, refs: 1}
+	return bin, bin.AttachPath, nil
+}
+
+// closeBin drops a process's reference on its executable.
+func (n *GoNode) closeBin(b *gobin.Binary) error {
+	if b == nil {
+		return nil
+	}
+	n.mu.Lock()
+	r, ok := n.bins[b.File]
+	if ok && r.bin == b {
+		r.refs--
+		if r.refs > 0 {
+			n.mu.Unlock()
+			return nil
+		}
+		delete(n.bins, b.File)
+	}
+	n.mu.Unlock()
+	return b.Close()
 }
 
 type goneProc struct {
@@ -93,6 +159,7 @@ func NewGoNode(cfg GoNodeConfig) (_ *GoNode, err error) {
 		procs:    make(map[uint32]*GoProbes),
 		gone:     make(map[uint32]goneProc),
 		exes:     make(map[gobin.FileID]*sharedCold),
+		bins:     make(map[gobin.FileID]*binRef),
 	}
 	defer func() {
 		if err != nil {
@@ -105,6 +172,14 @@ func NewGoNode(cfg GoNodeConfig) (_ *GoNode, err error) {
 	spec, err := loadGodeadline()
 	if err != nil {
 		return nil, fmt.Errorf("load Go BPF spec: %w", err)
+	}
+	n.multi = useUprobeMulti()
+	if n.multi {
+		for _, ps := range spec.Programs {
+			if ps.Type == ebpf.Kprobe {
+				ps.AttachType = ebpf.AttachTraceUprobeMulti
+			}
+		}
 	}
 	if n.coll, err = ebpf.NewCollection(spec); err != nil {
 		return nil, fmt.Errorf("load Go deadline programs: %w", explain(err))
@@ -138,9 +213,7 @@ func (n *GoNode) add(pid int, shared bool) (*GoProbes, error) {
 	if err := p.attach(shared); err != nil {
 		// attach takes the cold reference last: nothing to release.
 		n.forget(uint32(pid))
-		if p.bin != nil {
-			p.bin.Close()
-		}
+		n.closeBin(p.bin)
 		return nil, err
 	}
 	n.mu.Lock()
@@ -235,24 +308,58 @@ func (n *GoNode) holdCold(p *GoProbes, shared bool) error {
 	}
 	sc := &sharedCold{exe: p.exe, refs: 1}
 	for _, s := range p.cold {
-		off, err := p.bin.FileOffset(s.addr)
-		if err == nil {
-			var l link.Link
-			l, err = p.exe.Uprobe("", n.coll.Programs[s.prog], &link.UprobeOptions{Address: off})
-			if err == nil {
-				sc.links = append(sc.links, l)
-				continue
+		l, err := n.attachUprobe(p, s, 0)
+		if err != nil {
+			for _, l := range sc.links {
+				l.Close()
 			}
-			err = fmt.Errorf("attach %s at %#x: %w", s.prog, s.addr, explain(err))
+			return err
 		}
-		for _, l := range sc.links {
-			l.Close()
-		}
-		return err
+		sc.links = append(sc.links, l)
 	}
 	n.exes[p.key] = sc
 	return nil
 }
+
+// attachUprobe attaches program s.prog at s.addr of p's executable, for
+// process pid only (0: every process running the file).
+func (n *GoNode) attachUprobe(p *GoProbes, s site, pid int) (link.Link, error) {
+	off, err := p.bin.FileOffset(s.addr)
+	if err != nil {
+		return nil, err
+	}
+	prog := n.coll.Programs[s.prog]
+	var l link.Link
+	if n.multi {
+		l, err = p.exe.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: []uint64{off}, PID: uint32(pid)})
+	} else {
+		l, err = p.exe.Uprobe("", prog, &link.UprobeOptions{Address: off, PID: pid})
+	}
+	if err != nil {
+		if !n.multi && errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("attach %s at %#x: %w (no uprobe_multi links here (kernel before 6.6, or TT_UPROBE=perf), and perf uprobes need CAP_SYS_ADMIN since the 2025 fix \"perf/core: Require CAP_SYS_ADMIN for uprobes\": run as root with CAP_SYS_ADMIN)", s.prog, s.addr, err)
+		}
+		return nil, fmt.Errorf("attach %s at %#x: %w", s.prog, s.addr, explain(err))
+	}
+	return l, nil
+}
+
+// useUprobeMulti says whether uprobes are attached as uprobe_multi BPF
+// links (Linux 6.6+) rather than perf events. Since the 2025 fix "perf/core:
+// Require CAP_SYS_ADMIN for uprobes" (in 6.16 and stable kernels), a perf
+// uprobe needs CAP_SYS_ADMIN; a uprobe_multi link needs only CAP_BPF and
+// CAP_PERFMON, so the node agent runs without CAP_SYS_ADMIN where the kernel
+// has it. TT_UPROBE=perf forces perf events (tests, comparisons).
+func useUprobeMulti() bool {
+	if os.Getenv("TT_UPROBE") == "perf" {
+		return false
+	}
+	return features.HaveBPFLinkUprobeMulti() == nil
+}
+
+// UprobeMulti reports whether this node attaches uprobes as uprobe_multi
+// links (else perf events).
+func (n *GoNode) UprobeMulti() bool { return n.multi }
 
 // releaseCold drops p's reference on its executable's cold probes and
 // detaches them with the last one.
@@ -435,7 +542,7 @@ func (n *GoNode) sweep() {
 		}
 		n.mu.Unlock()
 		for _, p := range old {
-			p.bin.Close()
+			n.closeBin(p.bin)
 		}
 	}
 }
@@ -486,10 +593,10 @@ func (n *GoNode) Close() error {
 		n.mu.Unlock()
 		for _, p := range procs {
 			errs = append(errs, p.detach())
-			errs = append(errs, p.bin.Close())
+			errs = append(errs, n.closeBin(p.bin))
 		}
 		for _, g := range gone {
-			errs = append(errs, g.p.bin.Close())
+			errs = append(errs, n.closeBin(g.p.bin))
 		}
 		if n.coll != nil {
 			n.coll.Close()

@@ -85,6 +85,10 @@ type Report struct {
 	// on spans and resources).
 	ContainerID string `json:"container_id,omitempty"`
 	PodUID      string `json:"pod_uid,omitempty"`
+	// PodName and PodNamespace name the pod, when the node agent watches
+	// the Kubernetes API.
+	PodName      string `json:"pod_name,omitempty"`
+	PodNamespace string `json:"pod_namespace,omitempty"`
 }
 
 // Cause explains a timeout.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -86,11 +87,20 @@ type Metrics struct {
 	suppressed prometheus.Counter
 	// attached is the number of processes with probes attached. No labels.
 	attached prometheus.Gauge
+	// skipped counts processes the node agent found and did not trace.
+	// Label: reason (the node agent's short stable tokens: not_go,
+	// excluded_*, not_included, cap, gone, error, ...), at most
+	// MaxSkipReasons+1 series.
+	skipped *prometheus.CounterVec
+	// attach is the time from a process's exec to its probes attached
+	// (node agent). No labels: 16 series.
+	attach prometheus.Histogram
 	// overflow counts label values folded into "other" because a bound
-	// was reached. Label: label (service, peer). 2 series.
+	// was reached. Label: label (service, peer, reason). 3 series.
 	overflow *prometheus.CounterVec
 
 	mu       sync.Mutex
+	reasons  map[string]bool
 	services map[string]bool
 	peers    map[string]bool
 	sides    *socketSides
@@ -114,7 +124,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	}
 	m := &Metrics{
 		cfg: cfg, reg: prometheus.NewRegistry(),
-		services: map[string]bool{}, peers: map[string]bool{}, sides: newSocketSides(16384),
+		services: map[string]bool{}, peers: map[string]bool{}, reasons: map[string]bool{}, sides: newSocketSides(16384),
 		endings: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "context_endings_total",
 			Help: "Go contexts that ended by their deadline, by service, outcome (deadline_exceeded, expired_at_creation, parent_cancelled) and cause class."},
 			[]string{"service", "outcome", "cause"}),
@@ -145,13 +155,19 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 			Help: "TCP events dropped by the kernel's per-socket rate limit."}),
 		attached: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "attached_processes",
 			Help: "Processes the tracer has attached its probes to."}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "processes_skipped_total",
+			Help: "Processes the node agent found and did not trace, by reason (not_go, excluded_*, not_included, cap, gone, error)."},
+			[]string{"reason"}),
+		attach: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "process_attach_seconds",
+			Help:    "Time from a Go process's exec to its probes attached (node agent).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}),
 		overflow: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "label_overflow_total",
 			Help: "Observations counted under the label value other because the label's bound of distinct values was reached, by label."},
 			[]string{"label"}),
 	}
 	m.sources = newSourceCollector()
 	m.reg.MustRegister(m.endings, m.budget, m.remaining, m.missing, m.hung, m.retransmits, m.connectFailures, m.resets, m.suppressed, m.attached,
-		m.overflow, m.sources,
+		m.skipped, m.attach, m.overflow, m.sources,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -253,6 +269,21 @@ func (m *Metrics) ObserveTCP(e *event.TCP) {
 
 // Attached adds delta to the attached processes.
 func (m *Metrics) Attached(delta int) { m.attached.Add(float64(delta)) }
+
+// MaxSkipReasons bounds the reason label of processes_skipped_total.
+const MaxSkipReasons = 16
+
+// ProcessSkipped counts a process the node agent did not trace.
+func (m *Metrics) ProcessSkipped(reason string) {
+	m.mu.Lock()
+	r := m.bounded(m.reasons, reason, MaxSkipReasons, "reason")
+	m.mu.Unlock()
+	m.skipped.WithLabelValues(r).Inc()
+}
+
+// ObserveAttach records how long a process waited from its exec to its
+// probes attached.
+func (m *Metrics) ObserveAttach(d time.Duration) { m.attach.Observe(d.Seconds()) }
 
 // LostEvents registers a ring buffer's lost-event counter, read at scrape
 // time: timeout_tracer_ringbuffer_lost_events_total{source}. total returns

@@ -374,6 +374,9 @@ func (o *OTLP) emit(r *correlate.Report) bool {
 	if r.PodUID != "" {
 		proc.PodUID = r.PodUID
 	}
+	if r.PodName != "" {
+		proc.PodName, proc.PodNamespace = r.PodName, r.PodNamespace
+	}
 	plan := planSpan(r, proc)
 	tracer := o.providers.tracer(proc)
 	ctx := context.Background()
@@ -520,6 +523,12 @@ func processResource(p Process) *resource.Resource {
 	}
 	if p.PodUID != "" {
 		attrs = append(attrs, attribute.String(attrPodUID, p.PodUID))
+	}
+	if p.PodName != "" {
+		attrs = append(attrs, attribute.String(attrPodName, p.PodName))
+	}
+	if p.PodNamespace != "" {
+		attrs = append(attrs, attribute.String(attrNamespace, p.PodNamespace))
 	}
 	return resource.NewSchemaless(attrs...)
 }

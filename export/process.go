@@ -26,13 +26,15 @@ type Process struct {
 	// ...), so that the timeout span's resource matches the service's own
 	// spans. At most maxResourceAttributes.
 	Attributes map[string]string
-	// ContainerID and PodUID, when a node agent knows them.
-	ContainerID, PodUID string
+	// ContainerID and PodUID, when a node agent knows them; PodName and
+	// PodNamespace when it watches the Kubernetes API.
+	ContainerID, PodUID   string
+	PodName, PodNamespace string
 }
 
 // key identifies a resource: a new one when any of these change.
 func (p Process) key() string {
-	return fmt.Sprintf("%d\x00%s\x00%s\x00%s\x00%s", p.PID, p.ServiceName, p.Executable, p.ContainerID, p.PodUID)
+	return fmt.Sprintf("%d\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s", p.PID, p.ServiceName, p.Executable, p.ContainerID, p.PodUID, p.PodName, p.PodNamespace)
 }
 
 const maxResourceAttributes = 32

@@ -74,6 +74,8 @@ const (
 	attrCodeLine        = "code.lineno"
 	attrContainerID     = "container.id"
 	attrPodUID          = "k8s.pod.uid"
+	attrPodName         = "k8s.pod.name"
+	attrNamespace       = "k8s.namespace.name"
 	attrConnections     = "tcp.connections"
 	attrRTOCount        = "tcp.rto_count"
 	attrRetransmits     = "tcp.retransmits"

@@ -56,6 +56,7 @@ type exporters struct {
 	metrics     *export.Metrics
 	procs       *export.Processes
 	srv         *http.Server
+	mux         *http.ServeMux
 	metricsAddr net.Addr
 	served      chan struct{}
 	ran         bool // a pipeline was attached: say at the end what was exported
@@ -80,10 +81,10 @@ func startExporters(ctx context.Context, f *exportFlags, log *slog.Logger, stder
 		if err != nil {
 			return nil, fmt.Errorf("listen on --metrics-addr: %w", err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", e.metrics.Handler())
+		e.mux = http.NewServeMux()
+		e.mux.Handle("/metrics", e.metrics.Handler())
 		e.metricsAddr = ln.Addr()
-		e.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		e.srv = &http.Server{Handler: e.mux, ReadHeaderTimeout: 10 * time.Second}
 		e.served = make(chan struct{})
 		go func() {
 			defer close(e.served)

@@ -35,6 +35,6 @@ Start with "tracer check" to see whether this machine can trace.`,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	root.AddCommand(newTraceCommand(g), newTCPCommand(g), newRecordCommand(g), newReplayCommand(), newCheckCommand(), newVersionCommand())
+	root.AddCommand(newTraceCommand(g), newDaemonCommand(g), newTCPCommand(g), newRecordCommand(g), newReplayCommand(), newCheckCommand(), newVersionCommand())
 	return root
 }

@@ -1,0 +1,479 @@
+// Package agent is the node agent behind `tracer daemon`: it finds the Go
+// processes of the node (a /proc scan at start, then process execs and exits
+// from the kernel), attaches the deadline probes to each (once per
+// executable file, filtered per process), detaches them on exit, and feeds
+// one pipeline (kernel TCP collector for the whole node, correlator) whose
+// reports carry each process's container and pod.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/correlate"
+	"github.com/timeout-tracer/tracer/internal/pipeline"
+)
+
+// Identity is what the agent knows of a process before tracing it.
+type Identity struct {
+	PID     int
+	ExePath string // the executable's path as the process sees it
+	ExeName string // its base name (the comm when unreadable)
+	Comm    string
+	Exe     FileID // the executable's inode: probes are attached once per file
+	// Container and pod, from the process's cgroup; empty outside one.
+	ContainerID, PodUID string
+	// Pod name and namespace, from the Kubernetes API when watched.
+	PodName, Namespace string
+}
+
+// FileID names a file by device and inode.
+type FileID struct{ Dev, Ino uint64 }
+
+// Config says what the agent traces and where its output goes.
+type Config struct {
+	// Pipeline: detail tier, policy, activity (PID is ignored).
+	Pipeline pipeline.Config
+	// Sink gets the reports (enriched with container and pod) and the
+	// rest of the pipeline's output.
+	Sink pipeline.Sink
+	// Identify reads a process's identity; nil uses ReadIdentity on
+	// ProcRoot.
+	Identify func(pid int) (Identity, error)
+	// Admit says whether a process may be traced and, if not, why (a
+	// short stable token: "excluded_exe", "not_included", ...). nil
+	// admits every process.
+	Admit func(Identity) (ok bool, reason string)
+	// MaxProcesses caps the traced processes; 0 means 256.
+	MaxProcesses int
+	// ProcRoot is where /proc is; "" means /proc.
+	ProcRoot string
+	// Rescan is how often /proc is scanned again for processes whose
+	// exec was lost (and traced ones that are gone); 0 means 30 s.
+	Rescan time.Duration
+	Logger *slog.Logger
+
+	// Hooks for metrics; each may be nil.
+	OnAttach func(id Identity, sinceExec time.Duration)
+	OnDetach func(id Identity)
+	OnSkip   func(id Identity, reason string)
+}
+
+// Agent traces the Go processes of the node. Start it, Run it, Close it.
+type Agent struct {
+	cfg   Config
+	log   *slog.Logger
+	pipe  *pipeline.Pipeline
+	procs *collector.Procs
+	self  int
+
+	cands chan candidate
+
+	mu       sync.Mutex
+	traced   map[int]Identity
+	ids      map[int]identEntry // identities of traced and recently exited processes, for reports
+	skipped  map[int]string     // pid -> start time of a process already judged (not traced)
+	notGo    map[FileID]string  // executables known not traceable, with why
+	lastLost uint64
+}
+
+type identEntry struct {
+	id   Identity
+	gone time.Time // zero while traced
+}
+
+type candidate struct {
+	pid  int
+	exec time.Time // when it exec'd, zero from a scan
+}
+
+// identLinger keeps an exited process's identity for its last reports
+// (they come out after the correlator's grace window).
+const identLinger = time.Minute
+
+// maxNotGo bounds the cache of executables known not traceable.
+const maxNotGo = 4096
+
+// Start loads the node-wide collectors and begins following process
+// execs and exits. Run then scans /proc and traces.
+func Start(cfg Config) (_ *Agent, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxProcesses <= 0 {
+		cfg.MaxProcesses = 256
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.Rescan <= 0 {
+		cfg.Rescan = 30 * time.Second
+	}
+	if cfg.Identify == nil {
+		root := cfg.ProcRoot
+		cfg.Identify = func(pid int) (Identity, error) { return ReadIdentity(root, pid) }
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger, self: os.Getpid(), cands: make(chan candidate, 8192),
+		traced: map[int]Identity{}, ids: map[int]identEntry{}, skipped: map[int]string{}, notGo: map[FileID]string{}}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	sink := cfg.Sink
+	next := sink.Report
+	sink.Report = func(r *correlate.Report) error {
+		a.enrich(r)
+		if next == nil {
+			return nil
+		}
+		return next(r)
+	}
+	// Execs first: a process that starts during the scan is seen either
+	// way.
+	if a.procs, err = collector.StartProcs(cfg.Logger); err != nil {
+		return nil, fmt.Errorf("follow process execs and exits: %w", err)
+	}
+	if a.pipe, err = pipeline.StartNode(cfg.Pipeline, sink); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Pipeline is the agent's pipeline, for its counters.
+func (a *Agent) Pipeline() *pipeline.Pipeline { return a.pipe }
+
+// ProcEventsLost is the number of exec/exit events lost (each triggers a
+// rescan).
+func (a *Agent) ProcEventsLost() uint64 { return a.procs.Lost() }
+
+// Traced returns the identities of the traced processes.
+func (a *Agent) Traced() []Identity {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]Identity, 0, len(a.traced))
+	for _, id := range a.traced {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Run traces until ctx ends, then drains the pipeline (its last reports
+// come out) and returns. Close afterwards.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pipeDone := make(chan error, 1)
+	go func() { pipeDone <- a.pipe.Run(ctx, nil) }()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		a.attachLoop(ctx)
+	}()
+	a.scan()
+	tick := time.NewTicker(a.cfg.Rescan)
+	defer tick.Stop()
+	lostCheck := time.NewTicker(time.Second)
+	defer lostCheck.Stop()
+	events := a.procs.Events()
+	var err error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err = <-pipeDone:
+			pipeDone = nil
+			cancel()
+			break loop
+		case ev, ok := <-events:
+			if !ok {
+				err = errors.New("process event stream ended unexpectedly")
+				cancel()
+				break loop
+			}
+			a.onProc(ev)
+		case <-tick.C:
+			a.scan()
+		case <-lostCheck.C:
+			if n := a.procs.Lost(); n != a.lastLost {
+				a.log.Warn("process exec/exit events lost: rescanning /proc", "lost_total", n)
+				a.lastLost = n
+				a.scan()
+			}
+		}
+	}
+	wg.Wait()
+	if pipeDone != nil {
+		if perr := <-pipeDone; err == nil {
+			err = perr
+		}
+	}
+	return err
+}
+
+func (a *Agent) onProc(ev collector.ProcEvent) {
+	pid := int(ev.PID)
+	switch ev.Kind {
+	case collector.ProcExec:
+		// A traced process that runs a new program is another program.
+		a.detach(pid, "exec")
+		a.mu.Lock()
+		delete(a.skipped, pid)
+		a.mu.Unlock()
+		a.enqueue(candidate{pid: pid, exec: ev.Time})
+	case collector.ProcExit:
+		a.detach(pid, "exit")
+		a.mu.Lock()
+		delete(a.skipped, pid)
+		a.mu.Unlock()
+	}
+}
+
+func (a *Agent) enqueue(c candidate) {
+	if c.pid == a.self {
+		return
+	}
+	select {
+	case a.cands <- c:
+	default:
+		// The next rescan finds it: delayed, not lost.
+		a.log.Warn("discovery queue full: the process will be looked at on the next rescan", "pid", c.pid)
+	}
+}
+
+// scan looks at every process of /proc: the ones not judged yet become
+// candidates; traced ones that are gone are detached.
+func (a *Agent) scan() {
+	ents, err := os.ReadDir(a.cfg.ProcRoot)
+	if err != nil {
+		a.log.Error("scan processes", "proc", a.cfg.ProcRoot, "err", err)
+		return
+	}
+	alive := map[int]bool{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == a.self {
+			continue
+		}
+		alive[pid] = true
+		a.mu.Lock()
+		_, traced := a.traced[pid]
+		judged, ok := a.skipped[pid]
+		a.mu.Unlock()
+		if traced || ok && judged == startTime(a.cfg.ProcRoot, pid) {
+			continue
+		}
+		a.enqueue(candidate{pid: pid})
+	}
+	a.mu.Lock()
+	var gone []int
+	for pid := range a.traced {
+		if !alive[pid] {
+			gone = append(gone, pid)
+		}
+	}
+	for pid := range a.skipped {
+		if !alive[pid] {
+			delete(a.skipped, pid)
+		}
+	}
+	for pid, e := range a.ids {
+		if !e.gone.IsZero() && time.Since(e.gone) > identLinger {
+			delete(a.ids, pid)
+		}
+	}
+	a.mu.Unlock()
+	for _, pid := range gone {
+		a.detach(pid, "gone")
+	}
+}
+
+func (a *Agent) attachLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-a.cands:
+			a.consider(c)
+		}
+	}
+}
+
+// consider decides whether to trace a process, and attaches if so. Every
+// process not traced is said once (debug for kernel threads and programs
+// that are not Go, info otherwise) and counted by reason.
+func (a *Agent) consider(c candidate) {
+	a.mu.Lock()
+	_, traced := a.traced[c.pid]
+	a.mu.Unlock()
+	if traced {
+		return
+	}
+	id, err := a.cfg.Identify(c.pid)
+	if err != nil {
+		switch {
+		case errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH):
+			return // gone already, or a kernel thread (no executable)
+		case errors.Is(err, os.ErrPermission):
+			a.skip(Identity{PID: c.pid}, "permission", err)
+		default:
+			a.skip(Identity{PID: c.pid}, "error", err)
+		}
+		return
+	}
+	a.mu.Lock()
+	why, known := a.notGo[id.Exe]
+	a.mu.Unlock()
+	if known {
+		a.skip(id, "not_go", errors.New(why))
+		return
+	}
+	if a.cfg.Admit != nil {
+		if ok, reason := a.cfg.Admit(id); !ok {
+			a.skip(id, reason, nil)
+			return
+		}
+	}
+	a.mu.Lock()
+	full := len(a.traced) >= a.cfg.MaxProcesses
+	a.mu.Unlock()
+	if full {
+		a.skip(id, "cap", fmt.Errorf("already tracing --max-processes=%d processes", a.cfg.MaxProcesses))
+		return
+	}
+	if _, err := a.pipe.AddProcess(c.pid); err != nil {
+		if errors.Is(err, collector.ErrNotTraceable) {
+			if !alive(a.cfg.ProcRoot, c.pid) {
+				return
+			}
+			a.mu.Lock()
+			if len(a.notGo) >= maxNotGo {
+				clear(a.notGo)
+			}
+			a.notGo[id.Exe] = err.Error()
+			a.mu.Unlock()
+			a.skip(id, "not_go", err)
+			return
+		}
+		if !alive(a.cfg.ProcRoot, c.pid) {
+			return
+		}
+		a.skip(id, "error", err)
+		return
+	}
+	a.mu.Lock()
+	a.traced[c.pid] = id
+	a.ids[c.pid] = identEntry{id: id}
+	a.mu.Unlock()
+	var since time.Duration
+	if !c.exec.IsZero() {
+		since = time.Since(c.exec)
+	}
+	a.log.Info("tracing process", "pid", c.pid, "exe", id.ExePath, "container_id", id.ContainerID, "pod_uid", id.PodUID,
+		"pod", id.PodName, "namespace", id.Namespace, "since_exec", since)
+	if a.cfg.OnAttach != nil {
+		a.cfg.OnAttach(id, since)
+	}
+}
+
+func (a *Agent) skip(id Identity, reason string, err error) {
+	a.mu.Lock()
+	_, seen := a.skipped[id.PID]
+	a.skipped[id.PID] = startTime(a.cfg.ProcRoot, id.PID)
+	a.mu.Unlock()
+	if seen {
+		return
+	}
+	lvl := slog.LevelInfo
+	if reason == "not_go" {
+		lvl = slog.LevelDebug
+	}
+	attrs := []any{"pid", id.PID, "exe", id.ExePath, "reason", reason}
+	if err != nil {
+		attrs = append(attrs, "detail", err.Error())
+	}
+	a.log.Log(context.Background(), lvl, "not tracing process", attrs...)
+	if a.cfg.OnSkip != nil {
+		a.cfg.OnSkip(id, reason)
+	}
+}
+
+func (a *Agent) detach(pid int, why string) {
+	a.mu.Lock()
+	id, ok := a.traced[pid]
+	delete(a.traced, pid)
+	if ok {
+		a.ids[pid] = identEntry{id: id, gone: time.Now()}
+	}
+	a.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := a.pipe.RemoveProcess(pid); err != nil {
+		a.log.Warn("detach process", "pid", pid, "err", err)
+	}
+	a.log.Info("detached process", "pid", pid, "exe", id.ExePath, "why", why)
+	if a.cfg.OnDetach != nil {
+		a.cfg.OnDetach(id)
+	}
+}
+
+// enrich puts the process's container and pod on its report.
+func (a *Agent) enrich(r *correlate.Report) {
+	a.mu.Lock()
+	e, ok := a.ids[int(r.Deadline.PID)]
+	a.mu.Unlock()
+	if !ok {
+		return
+	}
+	r.ContainerID, r.PodUID = e.id.ContainerID, e.id.PodUID
+	r.PodName, r.PodNamespace = e.id.PodName, e.id.Namespace
+}
+
+// Close detaches everything. Safe after a failed Start.
+func (a *Agent) Close() error {
+	var errs []error
+	if a.pipe != nil {
+		errs = append(errs, a.pipe.Close())
+	}
+	if a.procs != nil {
+		errs = append(errs, a.procs.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// startTime is field 22 of /proc/PID/stat: with the PID it names one
+// process. "" when the process is gone.
+func startTime(procRoot string, pid int) string {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+func alive(procRoot string, pid int) bool {
+	_, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid)))
+	return err == nil
+}
