@@ -40,6 +40,11 @@ type TimeoutJSON struct {
 	// Cause is what the network (or the process) did to the request: the
 	// correlator's verdict. Absent when only the Go side was traced.
 	Cause *correlate.Cause `json:"cause,omitempty"`
+	// Where the process runs, when the node agent knows it.
+	ContainerID  string `json:"container_id,omitempty"`
+	PodUID       string `json:"pod_uid,omitempty"`
+	PodName      string `json:"pod_name,omitempty"`
+	PodNamespace string `json:"pod_namespace,omitempty"`
 }
 
 // NewTimeoutJSON maps an expired deadline to its JSON form.
@@ -87,6 +92,7 @@ func NewReportJSON(r *correlate.Report) TimeoutJSON {
 	j := NewTimeoutJSON(&r.Deadline)
 	c := r.Cause
 	j.Cause = &c
+	j.ContainerID, j.PodUID, j.PodName, j.PodNamespace = r.ContainerID, r.PodUID, r.PodName, r.PodNamespace
 	return j
 }
 
@@ -195,6 +201,13 @@ func (w *TimeoutWriter) WriteReport(r *correlate.Report) error {
 		trace = "-"
 	}
 	_, err := fmt.Fprintf(w.w, "              trace %s  cause %s (%s): %s\n", trace, r.Cause.Class, r.Cause.Confidence, r.Cause.Summary)
+	if err == nil && (r.ContainerID != "" || r.PodUID != "") {
+		pod := r.PodUID
+		if r.PodName != "" {
+			pod = r.PodNamespace + "/" + r.PodName
+		}
+		_, err = fmt.Fprintf(w.w, "              pod %s  container %.12s\n", pod, r.ContainerID)
+	}
 	return err
 }
 
