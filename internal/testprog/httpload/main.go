@@ -3,7 +3,8 @@
 // saturation, each under its own context.WithTimeout that is met. For each
 // line "run DURATION" on stdin it runs the load for that long and prints
 // "requests CPU_NANOSECONDS" (user+system time of the whole process, where
-// uprobe traps are charged).
+// uprobe traps are charged). With -rate it sends that many requests per
+// second instead (steady traffic, the node agent's benchmark).
 package main
 
 import (
@@ -31,6 +32,7 @@ func cpu() int64 {
 func main() {
 	workers := flag.Int("workers", 8, "concurrent clients")
 	timeout := flag.Duration("timeout", time.Second, "per-request timeout (met)")
+	rate := flag.Float64("rate", 0, "requests per second of the whole process (0: saturation)")
 	flag.Parse()
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,7 +67,16 @@ func main() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				var pace <-chan time.Time
+				if *rate > 0 {
+					t := time.NewTicker(time.Duration(float64(*workers) / *rate * float64(time.Second)))
+					defer t.Stop()
+					pace = t.C
+				}
 				for time.Now().Before(end) {
+					if pace != nil {
+						<-pace
+					}
 					ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 					req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 					resp, err := client.Do(req)

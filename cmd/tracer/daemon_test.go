@@ -1,0 +1,421 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/timeout-tracer/tracer/export"
+	"github.com/timeout-tracer/tracer/internal/testprog"
+)
+
+// daemonRun is a `tracer daemon` under test: its JSON logs and reports,
+// read as they come.
+type daemonRun struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	logs    []map[string]any
+	reports []export.TimeoutJSON
+	changed chan struct{}
+	done    chan struct{}
+	stderr  strings.Builder
+}
+
+// startDaemon runs the daemon with JSON logs and JSON reports.
+func startDaemon(t *testing.T, wrap []string, args ...string) *daemonRun {
+	t.Helper()
+	argv := append(append([]string(nil), wrap...), testprog.Tracer(t), "daemon", "--log-format", "json", "-o", "json", "--metrics-addr", "127.0.0.1:0")
+	argv = append(argv, args...)
+	d := &daemonRun{t: t, cmd: exec.Command(argv[0], argv[1:]...), changed: make(chan struct{}, 1), done: make(chan struct{})}
+	stdout, _ := d.cmd.StdoutPipe()
+	stderr, _ := d.cmd.StderrPipe()
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.cmd.Process.Kill()
+		<-d.done
+	})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var r export.TimeoutJSON
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil || r.Kind != "timeout" {
+				continue
+			}
+			d.mu.Lock()
+			d.reports = append(d.reports, r)
+			d.mu.Unlock()
+			d.poke()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			d.mu.Lock()
+			d.stderr.WriteString(sc.Text() + "\n")
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				d.logs = append(d.logs, m)
+			}
+			d.mu.Unlock()
+			d.poke()
+		}
+	}()
+	go func() {
+		wg.Wait()
+		close(d.done)
+	}()
+	return d
+}
+
+func (d *daemonRun) poke() {
+	select {
+	case d.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until cond holds (checked on every new line), or fails
+// the test after a generous bound: the daemon hung or never did it.
+func (d *daemonRun) waitFor(what string, cond func() bool) {
+	d.t.Helper()
+	limit := time.After(60 * time.Second)
+	for {
+		d.mu.Lock()
+		ok := cond()
+		d.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-d.changed:
+		case <-time.After(100 * time.Millisecond):
+		case <-d.done:
+			d.mu.Lock()
+			ok := cond()
+			d.mu.Unlock()
+			if !ok {
+				d.t.Fatalf("daemon ended before %s:\n%s", what, d.stderr.String())
+			}
+			return
+		case <-limit:
+			d.t.Fatalf("daemon: no %s within a minute:\n%s", what, d.stderr.String())
+		}
+	}
+}
+
+// logged: a log line with this message for this pid exists (mu held).
+func (d *daemonRun) logged(msg string, pid int) bool {
+	for _, m := range d.logs {
+		if m["msg"] == msg && (pid == 0 || m["pid"] == float64(pid)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *daemonRun) reportsOf(pid int) []export.TimeoutJSON {
+	var out []export.TimeoutJSON
+	for _, r := range d.reports {
+		if int(r.PID) == pid {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// labProg is a deadlines target waiting for "go" on stdin.
+type labProg struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+// startProg starts the program (in cgroup dir cg when set, from its first
+// instruction: clone3 into the cgroup) and waits until it is ready.
+func startProg(t *testing.T, path, cg string, args ...string) *labProg {
+	t.Helper()
+	cmd := exec.Command(path, args...)
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if cg != "" {
+		f, err := os.Open(cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("target not ready: %q %v", line, err)
+	}
+	go io.Copy(io.Discard, out)
+	return &labProg{cmd: cmd, stdin: stdin}
+}
+
+func (p *labProg) pid() int { return p.cmd.Process.Pid }
+func (p *labProg) run()     { io.WriteString(p.stdin, "go\n") }
+
+// uniqueProg copies the deadlines target under a name of this test's own,
+// so the daemon's --include-exe picks only this test's processes.
+func uniqueProg(t *testing.T) (path, name string) {
+	t.Helper()
+	src := testprog.Path(t, "deadlines")
+	name = fmt.Sprintf("ttd%d", os.Getpid())
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	path = filepath.Join(dir, name)
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path, name
+}
+
+// podCgroup makes a cgroup v2 directory laid out like a containerd pod's
+// under the systemd driver and returns it with its container and pod IDs.
+func podCgroup(t *testing.T) (dir, containerID, podUID string) {
+	t.Helper()
+	root := cgroup2Root()
+	if root == "" {
+		t.Skip("needs a cgroup v2 hierarchy (none mounted)")
+	}
+	podUID = fmt.Sprintf("5e1f0a2b-%04x-4c3d-9e8f-%012x", os.Getpid()&0xffff, time.Now().UnixNano()&0xffffffffffff)
+	containerID = fmt.Sprintf("%016x%016x%016x%016x", os.Getpid(), time.Now().UnixNano(), 0xc0ffee, 0xdecaf)
+	base := filepath.Join(root, "tt-kubepods.slice")
+	pod := filepath.Join(base, "tt-kubepods-besteffort.slice", "kubepods-besteffort-pod"+strings.ReplaceAll(podUID, "-", "_")+".slice")
+	dir = filepath.Join(pod, "cri-containerd-"+containerID+".scope")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Skipf("cannot make a cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		// Emptied when its processes have exited (their cleanups run first).
+		for _, d := range []string{dir, pod, filepath.Dir(pod), base} {
+			for i := 0; i < 50 && os.Remove(d) != nil && !errors.Is(os.Remove(d), os.ErrNotExist); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
+	return dir, containerID, podUID
+}
+
+// cgroup2Root is where the cgroup v2 hierarchy is mounted (the unified
+// mount of a hybrid layout too), "" when nowhere.
+func cgroup2Root() string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok || !strings.HasPrefix(post, "cgroup2 ") {
+			continue
+		}
+		if f := strings.Fields(pre); len(f) >= 5 {
+			return f[4]
+		}
+	}
+	return ""
+}
+
+// fdKinds counts the daemon's open file descriptors by kind.
+func fdKinds(t *testing.T, pid int) (total, links, perf int) {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		total++
+		target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+		switch {
+		case strings.Contains(target, "bpf_link"):
+			links++
+		case strings.Contains(target, "perf_event"):
+			perf++
+		}
+	}
+	return total, links, perf
+}
+
+// bpfIDs are the IDs of the BPF programs, maps and links a process holds.
+func bpfIDs(t *testing.T, pid int) (progs, maps, links []uint32) {
+	t.Helper()
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fdinfo", pid))
+	for _, e := range ents {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				continue
+			}
+			switch k {
+			case "prog_id":
+				progs = append(progs, uint32(id))
+			case "map_id":
+				maps = append(maps, uint32(id))
+			case "link_id":
+				links = append(links, uint32(id))
+			}
+		}
+	}
+	return progs, maps, links
+}
+
+// TestDaemon: one program traced from before the daemon started, two
+// started after (one in a containerd-like pod cgroup), all reported with
+// their identity; exits detach; 50 start/exit cycles leave no descriptors
+// or BPF links behind; SIGTERM ends it cleanly with nothing left loaded.
+func TestDaemon(t *testing.T) {
+	requireGoTracing(t)
+	prog, name := uniqueProg(t)
+	cg, containerID, podUID := podCgroup(t)
+
+	a := startProg(t, prog, "", "-rounds", "1")
+	d := startDaemon(t, nil, "--include-exe", name, "--detail", "always")
+	d.waitFor("node agent ready", func() bool { return d.logged("node agent ready", 0) })
+	d.waitFor("tracing the program started before", func() bool { return d.logged("tracing process", a.pid()) })
+
+	b := startProg(t, prog, "", "-rounds", "1", "-linger", "30s")
+	c := startProg(t, prog, cg, "-rounds", "1", "-linger", "30s")
+	for _, p := range []*labProg{b, c} {
+		d.waitFor(fmt.Sprintf("tracing pid %d", p.pid()), func() bool { return d.logged("tracing process", p.pid()) })
+	}
+	for _, p := range []*labProg{a, b, c} {
+		p.run()
+	}
+	for _, p := range []*labProg{a, b, c} {
+		d.waitFor(fmt.Sprintf("reports of pid %d", p.pid()), func() bool { return len(d.reportsOf(p.pid())) > 0 })
+	}
+	d.mu.Lock()
+	for _, r := range d.reportsOf(c.pid()) {
+		if r.ContainerID != containerID || r.PodUID != podUID {
+			t.Errorf("pod program's report says container %q pod %q, want %q %q", r.ContainerID, r.PodUID, containerID, podUID)
+		}
+		if r.BudgetMs == nil {
+			t.Errorf("--detail=always report without its budget: %+v", r)
+		}
+	}
+	for _, r := range d.reportsOf(b.pid()) {
+		if r.ContainerID != "" || r.PodUID != "" {
+			t.Errorf("program outside any pod reported in container %q pod %q", r.ContainerID, r.PodUID)
+		}
+	}
+	d.mu.Unlock()
+	// a ran its round and exits: detached; b and c are killed: detached.
+	d.waitFor("the exited program detached", func() bool { return d.logged("detached process", a.pid()) })
+	for _, p := range []*labProg{b, c} {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+		d.waitFor(fmt.Sprintf("detached pid %d", p.pid()), func() bool { return d.logged("detached process", p.pid()) })
+	}
+
+	// 50 start/exit cycles: nothing grows.
+	dpid := d.cmd.Process.Pid
+	cycle := func() {
+		p := startProg(t, prog, "")
+		d.waitFor(fmt.Sprintf("tracing pid %d", p.pid()), func() bool { return d.logged("tracing process", p.pid()) })
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+		d.waitFor(fmt.Sprintf("detached pid %d", p.pid()), func() bool { return d.logged("detached process", p.pid()) })
+	}
+	cycle() // warm: first-time allocations (goroutines, caches) are not growth
+	total0, links0, perf0 := fdKinds(t, dpid)
+	for i := 0; i < 50; i++ {
+		cycle()
+	}
+	total1, links1, perf1 := fdKinds(t, dpid)
+	t.Logf("daemon fds before/after 50 cycles: total %d/%d, bpf links %d/%d, perf events %d/%d", total0, total1, links0, links1, perf0, perf1)
+	if links1 > links0 || perf1 > perf0 {
+		t.Errorf("BPF links or perf events grew over 50 cycles: links %d -> %d, perf %d -> %d", links0, links1, perf0, perf1)
+	}
+	if total1 > total0+2 { // the metrics listener may hold a connection
+		t.Errorf("open file descriptors grew over 50 cycles: %d -> %d", total0, total1)
+	}
+
+	// SIGTERM: exits within its bound, nothing of its own left loaded.
+	progs, maps, links := bpfIDs(t, dpid)
+	if len(progs) == 0 || len(maps) == 0 || len(links) == 0 {
+		t.Fatalf("daemon holds no BPF programs/maps/links? %d/%d/%d", len(progs), len(maps), len(links))
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("daemon still running 30 s after SIGTERM (its --shutdown-timeout is 10 s):\n%s", d.stderr.String())
+	}
+	if err := d.cmd.Wait(); err != nil {
+		t.Errorf("daemon exit after SIGTERM: %v\n%s", err, d.stderr.String())
+	}
+	if !d.logged("node agent stopped", 0) {
+		t.Errorf("no clean stop logged:\n%s", d.stderr.String())
+	}
+	// The kernel frees them once their last reference goes, some after an
+	// RCU grace period: wait for that (bounded), then name what is left.
+	left := func() (out []string) {
+		for _, id := range progs {
+			if p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id)); err == nil {
+				p.Close()
+				out = append(out, fmt.Sprintf("program %d", id))
+			}
+		}
+		for _, id := range maps {
+			if m, err := ebpf.NewMapFromID(ebpf.MapID(id)); err == nil {
+				m.Close()
+				out = append(out, fmt.Sprintf("map %d", id))
+			}
+		}
+		for _, id := range links {
+			if l, err := link.NewFromID(link.ID(id)); err == nil {
+				l.Close()
+				out = append(out, fmt.Sprintf("link %d", id))
+			}
+		}
+		return out
+	}
+	var still []string
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if still = left(); len(still) == 0 || time.Now().After(end) {
+			break
+		}
+	}
+	if len(still) > 0 {
+		t.Errorf("BPF objects of the daemon still exist 20 s after it exited: %v", still)
+	}
+}
