@@ -101,7 +101,7 @@ const (
 type Container struct {
 	Runtime     Runtime
 	ContainerID string // 64 lowercase hex digits (OTel container.id)
-	PodUID      string // e.g. 2f4c2b8e-1d7a-4f7e-9b1e-0c3f5e6a7b8c (OTel k8s.pod.uid)
+	PodUID      string // e.g. 2f4c2b8e-1d7a-4f7e-9b1e-0c3f5e6a7b8c (OTel k8s.pod.uid); a static pod: 32 hex digits
 	QoS         QoS    // set when PodUID is
 }
 
@@ -226,8 +226,14 @@ func isContainerID(s string) bool {
 	return true
 }
 
-// isUID: a Kubernetes UID, 8-4-4-4-12 hex digits.
+// isUID: a Kubernetes pod UID as the kubelet names the pod's cgroup:
+// 8-4-4-4-12 hex digits, or 32 hex digits for a static pod (the hash of its
+// manifest; its mirror pod in the API carries it in the
+// kubernetes.io/config.mirror annotation).
 func isUID(s string) bool {
+	if len(s) == 32 {
+		return strings.TrimLeft(s, "0123456789abcdef") == ""
+	}
 	if len(s) != 36 {
 		return false
 	}
