@@ -131,7 +131,7 @@ func exeError(dir string, pid int, op string, err error) error {
 		}
 		return fmt.Errorf("identify process %d: %s %s/exe: %w", pid, op, dir, ErrNoExecutable)
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("identify process %d: %s %s/exe: %w: reading another user's (or a non-dumpable) process's executable needs CAP_SYS_PTRACE; grant it, or exclude the process", pid, op, dir, err)
+		return fmt.Errorf("identify process %d: %s %s/exe: %w: reading the executable of another user's process, of one holding capabilities this process lacks, or of a non-dumpable one needs CAP_SYS_PTRACE; grant it, or exclude the process", pid, op, dir, err)
 	}
 	return fmt.Errorf("identify process %d: %s %s/exe: %w", pid, op, dir, err)
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/timeout-tracer/tracer/deploy"
 )
 
 // Live tests: real processes of this machine, read through the real /proc.
@@ -348,5 +350,59 @@ func TestCgroupNamespaceReader(t *testing.T) {
 	want := filepath.Join(lab.fs.Root(), path)
 	if r.NSRoot != daemonPath || r.Dir != want || r.CgroupID != fileIDOf(t, want).Ino {
 		t.Errorf("namespace root %q, dir %q id %d; want %q, %q id %d", r.NSRoot, r.Dir, r.CgroupID, daemonPath, want, fileIDOf(t, want).Ino)
+	}
+}
+
+// The capabilities the DaemonSet grants are enough to identify processes
+// of other users and processes holding more capabilities than the reader,
+// and CAP_SYS_PTRACE is the one that makes it so: without it, both are
+// denied. The reader is this test binary run as root with its bounding set
+// cut to the manifest's capabilities (as the container runtime does).
+func TestIdentifyWithManifestCapabilities(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to restrict a reader's capabilities")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skipf("no setpriv (util-linux): %v", err)
+	}
+	caps, err := deploy.Capabilities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var noPtrace []string
+	for _, c := range caps {
+		if c != "SYS_PTRACE" {
+			noPtrace = append(noPtrace, c)
+		}
+	}
+	bin := sleepPath(t)
+	otherUser := startSleep(t, bin, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}})
+	fullRoot := startSleep(t, bin, nil) // root with every capability: more than the reader has
+
+	for _, tc := range []struct {
+		name   string
+		caps   []string
+		target *exec.Cmd
+		ok     bool
+	}{
+		{"manifest caps, other user", caps, otherUser, true},
+		{"manifest caps, root with more caps", caps, fullRoot, true},
+		{"no SYS_PTRACE, other user", noPtrace, otherUser, false},
+		{"no SYS_PTRACE, root with more caps", noPtrace, fullRoot, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := runHelper(t, "identify", []string{"TT_PID=" + strconv.Itoa(tc.target.Process.Pid)}, nil,
+				"setpriv", "--inh-caps=-all", "--bounding-set=-all,"+deploy.SetprivCaps(tc.caps), "--")
+			var r helperResult
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("helper said %q: %v", out, err)
+			}
+			if tc.ok && (r.Err != "" || r.ID.File != fileIDOf(t, bin)) {
+				t.Errorf("with %v: %+v, want the executable identified", tc.caps, r)
+			}
+			if !tc.ok && (!r.Permission || !strings.Contains(r.Err, "CAP_SYS_PTRACE")) {
+				t.Errorf("with %v: %+v, want a permission error naming CAP_SYS_PTRACE", tc.caps, r)
+			}
+		})
 	}
 }
