@@ -406,3 +406,14 @@ func TestIdentifyWithManifestCapabilities(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkIdentify: the cost of naming one process, as the daemon does
+// for every process in its first scan of /proc and on every exec.
+func BenchmarkIdentify(b *testing.B) {
+	pid := os.Getpid()
+	for b.Loop() {
+		if _, err := Identify("/proc", pid); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
