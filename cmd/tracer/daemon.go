@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path"
 	"sort"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +20,9 @@ import (
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/internal/adaptive"
 	"github.com/timeout-tracer/tracer/internal/agent"
+	"github.com/timeout-tracer/tracer/internal/kube"
 	"github.com/timeout-tracer/tracer/internal/pipeline"
+	"github.com/timeout-tracer/tracer/internal/workload"
 )
 
 type daemonFlags struct {
@@ -39,6 +39,8 @@ type daemonFlags struct {
 	excludeContainer []string
 	includeNamespace []string
 	excludeNamespace []string
+	includePod       []string
+	excludePod       []string
 	maxProcesses     int
 	detail           string
 	policy           adaptive.Policy
@@ -88,6 +90,8 @@ Every flag can also come from --config, a YAML file of flag names and values
 	fl.StringSliceVar(&f.excludeContainer, "exclude-container", nil, "never trace processes of containers whose ID starts with one of these (repeatable)")
 	fl.StringSliceVar(&f.includeNamespace, "include-namespace", nil, "trace only pods of these Kubernetes namespaces (repeatable)")
 	fl.StringSliceVar(&f.excludeNamespace, "exclude-namespace", nil, "never trace pods of these Kubernetes namespaces (repeatable)")
+	fl.StringSliceVar(&f.includePod, "include-pod", nil, "trace only pods whose name matches one of these globs (repeatable)")
+	fl.StringSliceVar(&f.excludePod, "exclude-pod", nil, "never trace pods whose name matches one of these globs (repeatable)")
 	fl.IntVar(&f.maxProcesses, "max-processes", 256, "trace at most this many processes; the others are skipped, logged and counted (reason cap)")
 	fl.StringVar(&f.detail, "detail", "auto", "detail probes: auto, always or never")
 	fl.IntVar(&f.policy.Threshold, "detail-threshold", f.policy.Threshold, "auto: expiries of a process within --detail-window that attach its detail probes")
@@ -168,61 +172,12 @@ func (f *daemonFlags) logger(g *globalFlags, fl *pflag.FlagSet, root *pflag.Flag
 	return nil, fmt.Errorf("unknown --log-format %q: use text or json", f.logFormat)
 }
 
-// admit is the include/exclude filter of the flags.
-func (f *daemonFlags) admit(id agent.Identity) (bool, string) {
-	match := func(globs []string) bool {
-		for _, g := range globs {
-			if ok, _ := path.Match(g, id.ExeName); ok {
-				return true
-			}
-			if ok, _ := path.Match(g, id.ExePath); ok {
-				return true
-			}
-		}
-		return false
-	}
-	prefix := func(list []string, s string) bool {
-		for _, p := range list {
-			if s != "" && strings.HasPrefix(s, p) {
-				return true
-			}
-		}
-		return false
-	}
-	in := func(list []string, s string) bool {
-		for _, x := range list {
-			if x == s {
-				return true
-			}
-		}
-		return false
-	}
-	switch {
-	case match(f.excludeExe):
-		return false, "excluded_exe"
-	case prefix(f.excludeContainer, id.ContainerID):
-		return false, "excluded_container"
-	case id.Namespace != "" && in(f.excludeNamespace, id.Namespace):
-		return false, "excluded_namespace"
-	case len(f.includeExe) > 0 && !match(f.includeExe),
-		len(f.includeContainer) > 0 && !prefix(f.includeContainer, id.ContainerID),
-		len(f.includeNamespace) > 0 && !in(f.includeNamespace, id.Namespace):
-		return false, "not_included"
-	}
-	return true, ""
-}
-
 func (f *daemonFlags) validate() error {
 	if !contains(detailModes, f.detail) {
 		return fmt.Errorf("unknown --detail %q: use auto, always or never", f.detail)
 	}
 	if err := f.policy.Validate(); err != nil {
 		return err
-	}
-	for _, g := range append(append([]string(nil), f.includeExe...), f.excludeExe...) {
-		if _, err := path.Match(g, ""); err != nil {
-			return fmt.Errorf("bad executable glob %q: %w", g, err)
-		}
 	}
 	if f.maxProcesses <= 0 {
 		return fmt.Errorf("--max-processes must be positive, not %d", f.maxProcesses)
@@ -248,6 +203,15 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 		return err
 	}
 	if err := f.validate(); err != nil {
+		return err
+	}
+	filter, err := workload.NewFilter(workload.FilterConfig{
+		IncludeExe: f.includeExe, ExcludeExe: f.excludeExe,
+		IncludeContainer: f.includeContainer, ExcludeContainer: f.excludeContainer,
+		IncludeNamespace: f.includeNamespace, ExcludeNamespace: f.excludeNamespace,
+		IncludePod: f.includePod, ExcludePod: f.excludePod,
+	})
+	if err != nil {
 		return err
 	}
 	var w *export.TimeoutWriter
@@ -293,10 +257,26 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 			return w.WriteReport(r)
 		}
 	}
+	kcfg := kube.ConfigFromEnv(os.Getenv)
+	if f.nodeName != "" {
+		kcfg.NodeName = f.nodeName
+	}
+	kcfg.Logger = log
+	pods, err := kube.Start(ctx, kcfg)
+	if err != nil {
+		ex.close()
+		return err
+	}
+	defer pods.Close()
 	cfg := agent.Config{
-		Pipeline:     pipeline.Config{Detail: f.detail, Policy: f.policy, Logger: log},
-		Sink:         sink,
-		Admit:        f.admit,
+		Pipeline: pipeline.Config{Detail: f.detail, Policy: f.policy, Logger: log},
+		Sink:     sink,
+		Admit:    filter.Match,
+		NeedsPod: filter.NeedsPod() && pods.Enabled(),
+		Pod: func(uid string) (string, string, bool) {
+			p, ok := pods.Lookup(uid)
+			return p.Name, p.Namespace, ok
+		},
 		MaxProcesses: f.maxProcesses,
 		ProcRoot:     f.procRoot,
 		Rescan:       f.rescan,

@@ -16,29 +16,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/internal/pipeline"
+	"github.com/timeout-tracer/tracer/internal/workload"
 )
 
-// Identity is what the agent knows of a process before tracing it.
-type Identity struct {
-	PID     int
-	ExePath string // the executable's path as the process sees it
-	ExeName string // its base name (the comm when unreadable)
-	Comm    string
-	Exe     FileID // the executable's inode: probes are attached once per file
-	// Container and pod, from the process's cgroup; empty outside one.
-	ContainerID, PodUID string
-	// Pod name and namespace, from the Kubernetes API when watched.
-	PodName, Namespace string
-}
-
-// FileID names a file by device and inode.
-type FileID struct{ Dev, Ino uint64 }
+// Identity is what the agent knows of a process: its executable, cgroup,
+// container and pod.
+type Identity = workload.Identity
 
 // Config says what the agent traces and where its output goes.
 type Config struct {
@@ -47,9 +35,15 @@ type Config struct {
 	// Sink gets the reports (enriched with container and pod) and the
 	// rest of the pipeline's output.
 	Sink pipeline.Sink
-	// Identify reads a process's identity; nil uses ReadIdentity on
+	// Identify reads a process's identity; nil uses workload.Identify on
 	// ProcRoot.
 	Identify func(pid int) (Identity, error)
+	// Pod names a pod by UID (the Kubernetes watch); nil or not found
+	// leaves reports with the pod's UID only. It must not block.
+	Pod func(uid string) (name, namespace string, ok bool)
+	// NeedsPod: the admission looks at pod names, so a process in a pod
+	// not known yet is looked at again on the next rescan.
+	NeedsPod bool
 	// Admit says whether a process may be traced and, if not, why (a
 	// short stable token: "excluded_exe", "not_included", ...). nil
 	// admits every process.
@@ -81,9 +75,9 @@ type Agent struct {
 
 	mu       sync.Mutex
 	traced   map[int]Identity
-	ids      map[int]identEntry // identities of traced and recently exited processes, for reports
-	skipped  map[int]string     // pid -> start time of a process already judged (not traced)
-	notGo    map[FileID]string  // executables known not traceable, with why
+	ids      map[int]identEntry         // identities of traced and recently exited processes, for reports
+	skipped  map[int]string             // pid -> start time of a process already judged (not traced)
+	notGo    map[workload.FileID]string // executables known not traceable, with why
 	lastLost uint64
 }
 
@@ -121,10 +115,10 @@ func Start(cfg Config) (_ *Agent, err error) {
 	}
 	if cfg.Identify == nil {
 		root := cfg.ProcRoot
-		cfg.Identify = func(pid int) (Identity, error) { return ReadIdentity(root, pid) }
+		cfg.Identify = func(pid int) (Identity, error) { return workload.Identify(root, pid) }
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, self: os.Getpid(), cands: make(chan candidate, 8192),
-		traced: map[int]Identity{}, ids: map[int]identEntry{}, skipped: map[int]string{}, notGo: map[FileID]string{}}
+		traced: map[int]Identity{}, ids: map[int]identEntry{}, skipped: map[int]string{}, notGo: map[workload.FileID]string{}}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -324,8 +318,8 @@ func (a *Agent) consider(c candidate) {
 	id, err := a.cfg.Identify(c.pid)
 	if err != nil {
 		switch {
-		case errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH):
-			return // gone already, or a kernel thread (no executable)
+		case errors.Is(err, os.ErrNotExist) || errors.Is(err, workload.ErrNoExecutable):
+			return // gone already, or a kernel thread or zombie
 		case errors.Is(err, os.ErrPermission):
 			a.skip(Identity{PID: c.pid}, "permission", err)
 		default:
@@ -334,10 +328,16 @@ func (a *Agent) consider(c candidate) {
 		return
 	}
 	a.mu.Lock()
-	why, known := a.notGo[id.Exe]
+	why, known := a.notGo[id.File]
 	a.mu.Unlock()
 	if known {
 		a.skip(id, "not_go", errors.New(why))
+		return
+	}
+	a.name(&id)
+	if a.cfg.NeedsPod && id.PodUID != "" && id.Pod == "" {
+		// Its pod's names are not known yet: judged on a later rescan.
+		a.log.Debug("process in a pod not known yet: looked at again later", "pid", id.PID, "pod_uid", id.PodUID)
 		return
 	}
 	if a.cfg.Admit != nil {
@@ -362,7 +362,7 @@ func (a *Agent) consider(c candidate) {
 			if len(a.notGo) >= maxNotGo {
 				clear(a.notGo)
 			}
-			a.notGo[id.Exe] = err.Error()
+			a.notGo[id.File] = err.Error()
 			a.mu.Unlock()
 			a.skip(id, "not_go", err)
 			return
@@ -381,8 +381,8 @@ func (a *Agent) consider(c candidate) {
 	if !c.exec.IsZero() {
 		since = time.Since(c.exec)
 	}
-	a.log.Info("tracing process", "pid", c.pid, "exe", id.ExePath, "container_id", id.ContainerID, "pod_uid", id.PodUID,
-		"pod", id.PodName, "namespace", id.Namespace, "since_exec", since)
+	a.log.Info("tracing process", "pid", c.pid, "exe", id.Exe, "container_id", id.ContainerID, "pod_uid", id.PodUID,
+		"pod", id.Pod, "namespace", id.Namespace, "since_exec", since)
 	if a.cfg.OnAttach != nil {
 		a.cfg.OnAttach(id, since)
 	}
@@ -400,7 +400,7 @@ func (a *Agent) skip(id Identity, reason string, err error) {
 	if reason == "not_go" {
 		lvl = slog.LevelDebug
 	}
-	attrs := []any{"pid", id.PID, "exe", id.ExePath, "reason", reason}
+	attrs := []any{"pid", id.PID, "exe", id.Exe, "reason", reason}
 	if err != nil {
 		attrs = append(attrs, "detail", err.Error())
 	}
@@ -424,13 +424,24 @@ func (a *Agent) detach(pid int, why string) {
 	if err := a.pipe.RemoveProcess(pid); err != nil {
 		a.log.Warn("detach process", "pid", pid, "err", err)
 	}
-	a.log.Info("detached process", "pid", pid, "exe", id.ExePath, "why", why)
+	a.log.Info("detached process", "pid", pid, "exe", id.Exe, "why", why)
 	if a.cfg.OnDetach != nil {
 		a.cfg.OnDetach(id)
 	}
 }
 
-// enrich puts the process's container and pod on its report.
+// name fills the pod's name and namespace from the Kubernetes watch.
+func (a *Agent) name(id *Identity) {
+	if a.cfg.Pod == nil || id.PodUID == "" || id.Pod != "" {
+		return
+	}
+	if n, ns, ok := a.cfg.Pod(id.PodUID); ok {
+		id.Pod, id.Namespace = n, ns
+	}
+}
+
+// enrich puts the process's container and pod on its report (the pod's
+// names looked up again if the watch did not know them at attach time).
 func (a *Agent) enrich(r *correlate.Report) {
 	a.mu.Lock()
 	e, ok := a.ids[int(r.Deadline.PID)]
@@ -438,8 +449,19 @@ func (a *Agent) enrich(r *correlate.Report) {
 	if !ok {
 		return
 	}
+	if e.id.PodUID != "" && e.id.Pod == "" {
+		a.name(&e.id)
+		if e.id.Pod != "" {
+			a.mu.Lock()
+			if cur, ok := a.ids[int(r.Deadline.PID)]; ok {
+				cur.id.Pod, cur.id.Namespace = e.id.Pod, e.id.Namespace
+				a.ids[int(r.Deadline.PID)] = cur
+			}
+			a.mu.Unlock()
+		}
+	}
 	r.ContainerID, r.PodUID = e.id.ContainerID, e.id.PodUID
-	r.PodName, r.PodNamespace = e.id.PodName, e.id.Namespace
+	r.PodName, r.PodNamespace = e.id.Pod, e.id.Namespace
 }
 
 // Close detaches everything. Safe after a failed Start.
