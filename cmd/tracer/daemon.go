@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
 
+	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/internal/adaptive"
@@ -205,6 +206,9 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
+	if err := collector.Preflight(); err != nil {
+		return err
+	}
 	filter, err := workload.NewFilter(workload.FilterConfig{
 		IncludeExe: f.includeExe, ExcludeExe: f.excludeExe,
 		IncludeContainer: f.includeContainer, ExcludeContainer: f.excludeContainer,
@@ -310,7 +314,11 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 		m.LostEvents("proc", func() (uint64, error) { return a.ProcEventsLost(), nil })
 	}
 	ready.Store(true)
-	log.Info("node agent ready", "node", f.nodeName, "max_processes", f.maxProcesses, "detail", f.detail)
+	uprobes := "perf_event"
+	if a.Pipeline().Node().UprobeMulti() {
+		uprobes = "uprobe_multi"
+	}
+	log.Info("node agent ready", "node", f.nodeName, "max_processes", f.maxProcesses, "detail", f.detail, "uprobes", uprobes)
 	runErr := a.Run(ctx)
 
 	// Shutdown: detach and flush within the bound, whatever hangs.

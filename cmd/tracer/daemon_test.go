@@ -18,7 +18,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
+	"github.com/timeout-tracer/tracer/deploy"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/internal/testprog"
 )
@@ -418,4 +420,129 @@ func TestDaemon(t *testing.T) {
 	if len(still) > 0 {
 		t.Errorf("BPF objects of the daemon still exist 20 s after it exited: %v", still)
 	}
+}
+
+// capBits are the capabilities deploy/daemonset.yaml may grant.
+var capBits = map[string]uint{"BPF": unix.CAP_BPF, "PERFMON": unix.CAP_PERFMON, "SYS_PTRACE": unix.CAP_SYS_PTRACE,
+	"SYS_RESOURCE": unix.CAP_SYS_RESOURCE, "SYS_ADMIN": unix.CAP_SYS_ADMIN, "NET_ADMIN": unix.CAP_NET_ADMIN}
+
+// statusCaps reads a Cap* line of /proc/PID/status.
+func statusCaps(t *testing.T, pid int, field string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// TestDaemonManifestCapabilities runs the daemon as root with only the
+// capabilities deploy/daemonset.yaml grants (setpriv drops the others from
+// its bounding set) and shows it traces: a program's timeouts are reported.
+func TestDaemonManifestCapabilities(t *testing.T) {
+	requireGoTracing(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skipf("needs setpriv (util-linux): %v", err)
+	}
+	caps, err := deploy.Capabilities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The manifest's capabilities this machine can give at all: a
+	// container's own bounding set may lack some (SYS_RESOURCE, only for
+	// kernels before 5.11, is missing from some sandboxes).
+	own := statusCaps(t, os.Getpid(), "CapBnd")
+	var grant []string
+	var want uint64
+	for _, c := range caps {
+		bit, ok := capBits[c]
+		if !ok {
+			t.Fatalf("the manifest grants %s: the test does not know it", c)
+		}
+		if own&(1<<bit) == 0 {
+			t.Logf("this machine's bounding set lacks CAP_%s: not granted", c)
+			continue
+		}
+		grant = append(grant, c)
+		want |= 1 << bit
+	}
+	prog, name := uniqueProg(t)
+	d := startDaemon(t, []string{setpriv, "--bounding-set=-all," + deploy.SetprivCaps(grant), "--inh-caps=-all"}, "--include-exe", name)
+	d.waitFor("node agent ready", func() bool { return d.logged("node agent ready", 0) })
+	if got := statusCaps(t, d.cmd.Process.Pid, "CapEff"); got != want {
+		t.Fatalf("daemon's effective capabilities %#x, want exactly the manifest's %#x", got, want)
+	}
+	p := startProg(t, prog, "", "-rounds", "1")
+	d.waitFor(fmt.Sprintf("tracing pid %d", p.pid()), func() bool { return d.logged("tracing process", p.pid()) })
+	p.run()
+	d.waitFor("reports of the program", func() bool { return len(d.reportsOf(p.pid())) > 0 })
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, m := range d.logs {
+		if m["msg"] == "node agent ready" {
+			t.Logf("traced with capabilities %v only (uprobes as %v)", grant, m["uprobes"])
+		}
+	}
+}
+
+// TestDaemonBadInput: each mistake in the daemon's flags or config file is
+// one line saying what to do; a config file sets flags the command line
+// does not.
+func TestDaemonBadInput(t *testing.T) {
+	tracer := testprog.Tracer(t)
+	dir := t.TempDir()
+	unknown := filepath.Join(dir, "unknown.yaml")
+	os.WriteFile(unknown, []byte("include-exe: [api]\nfrobnicate: 3\n"), 0o644)
+	badList := filepath.Join(dir, "badlist.yaml")
+	os.WriteFile(badList, []byte("max-processes: [1, 2]\n"), 0o644)
+	badFormat := filepath.Join(dir, "badformat.yaml")
+	os.WriteFile(badFormat, []byte("log-format: xml\n"), 0o644)
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"log format", []string{"daemon", "--log-format", "xml"}, `unknown --log-format "xml": use text or json`},
+		{"output", []string{"daemon", "-o", "yaml"}, `unknown output format "yaml"`},
+		{"detail", []string{"daemon", "--detail", "sometimes"}, `unknown --detail "sometimes"`},
+		{"cap", []string{"daemon", "--max-processes", "0"}, "--max-processes must be positive"},
+		{"glob", []string{"daemon", "--include-exe", "[a-"}, `filter --include-exe "[a-"`},
+		{"proc root", []string{"daemon", "--proc-root", "/nonexistent"}, "--proc-root /nonexistent is not a readable directory"},
+		{"config missing", []string{"daemon", "--config", filepath.Join(dir, "none.yaml")}, "read --config"},
+		{"config unknown key", []string{"daemon", "--config", unknown}, `unknown setting "frobnicate"`},
+		{"config list for a scalar", []string{"daemon", "--config", badList}, "max-processes takes one value, not a list"},
+		{"config value", []string{"daemon", "--config", badFormat}, `unknown --log-format "xml"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkOneLineError(t, exec.Command(tracer, tc.args...), tc.want)
+		})
+	}
+	t.Run("not root", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			checkOneLineError(t, exec.Command(tracer, "daemon"), "insufficient privileges")
+			return
+		}
+		if _, err := exec.LookPath("setpriv"); err != nil {
+			t.Skip("setpriv (util-linux) not installed: cannot drop root for this case")
+		}
+		checkOneLineError(t, exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+			tracer, "daemon", "--metrics-addr", ""), "insufficient privileges: need root, or CAP_BPF and CAP_PERFMON")
+	})
+	t.Run("command line wins over config", func(t *testing.T) {
+		// The config's bad value is not used: the flag given wins.
+		checkOneLineError(t, exec.Command(tracer, "daemon", "--config", badFormat, "--log-format", "json", "--max-processes", "-1"),
+			"--max-processes must be positive")
+	})
 }
