@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +137,31 @@ func (d *daemonRun) logged(msg string, pid int) bool {
 		}
 	}
 	return false
+}
+
+// addr is where the daemon serves /metrics, /healthz and /readyz.
+func (d *daemonRun) addr() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, m := range d.logs {
+		if m["msg"] == "serving /metrics, /healthz, /readyz" {
+			return fmt.Sprint(m["addr"])
+		}
+	}
+	d.t.Fatalf("the daemon did not say where it serves:\n%s", d.stderr.String())
+	return ""
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func (d *daemonRun) reportsOf(pid int) []export.TimeoutJSON {
@@ -313,6 +339,12 @@ func TestDaemon(t *testing.T) {
 	d := startDaemon(t, nil, "--include-exe", name, "--detail", "always")
 	d.waitFor("node agent ready", func() bool { return d.logged("node agent ready", 0) })
 	d.waitFor("tracing the program started before", func() bool { return d.logged("tracing process", a.pid()) })
+	addr := d.addr()
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body := httpGet(t, "http://"+addr+path); code != 200 {
+			t.Errorf("GET %s: %d %s", path, code, body)
+		}
+	}
 
 	b := startProg(t, prog, "", "-rounds", "1", "-linger", "30s")
 	c := startProg(t, prog, cg, "-rounds", "1", "-linger", "30s")
@@ -346,6 +378,11 @@ func TestDaemon(t *testing.T) {
 		p.cmd.Process.Kill()
 		p.cmd.Wait()
 		d.waitFor(fmt.Sprintf("detached pid %d", p.pid()), func() bool { return d.logged("detached process", p.pid()) })
+	}
+
+	if _, body := httpGet(t, "http://"+addr+"/metrics"); !strings.Contains(body, "timeout_tracer_context_endings_total") ||
+		!strings.Contains(body, `timeout_tracer_processes_skipped_total{reason="not_included"}`) {
+		t.Errorf("/metrics lacks the timeout and skipped-process counts:\n%s", body)
 	}
 
 	// 50 start/exit cycles: nothing grows.
@@ -545,4 +582,115 @@ func TestDaemonBadInput(t *testing.T) {
 		checkOneLineError(t, exec.Command(tracer, "daemon", "--config", badFormat, "--log-format", "json", "--max-processes", "-1"),
 			"--max-processes must be positive")
 	})
+}
+
+// TestDaemonProcessStorm: 1000 short-lived Go processes started and ended
+// as fast as they can, 8 at a time, under the daemon: its memory stays
+// bounded, its descriptors and BPF links come back to where they were, every
+// exec/exit event lost is counted, and it still traces a process started
+// after the storm.
+func TestDaemonProcessStorm(t *testing.T) {
+	requireGoTracing(t)
+	prog, name := uniqueProg(t)
+	d := startDaemon(t, nil, "--include-exe", name)
+	d.waitFor("node agent ready", func() bool { return d.logged("node agent ready", 0) })
+	dpid := d.cmd.Process.Pid
+	warm := startProg(t, prog, "")
+	d.waitFor("the first process traced", func() bool { return d.logged("tracing process", warm.pid()) })
+	warm.cmd.Process.Kill()
+	warm.cmd.Wait()
+	d.waitFor("the first process detached", func() bool { return d.logged("detached process", warm.pid()) })
+	total0, links0, _ := fdKinds(t, dpid)
+	rss0 := statusKB(t, dpid, "VmRSS")
+
+	const n, par = 1000, 8
+	var wg sync.WaitGroup
+	next := make(chan int)
+	var failed atomicCount
+	for w := 0; w < par; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				if err := exec.Command(prog, "-wait=false", "-rounds", "0", "-http=false").Run(); err != nil {
+					failed.add()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if failed.n > 0 {
+		t.Fatalf("%d of %d storm processes failed to run", failed.n, n)
+	}
+
+	// After the storm: a new process is traced, and the storm's processes
+	// are all detached (none is left traced: they all exited).
+	p := startProg(t, prog, "")
+	d.waitFor("a process after the storm traced", func() bool { return d.logged("tracing process", p.pid()) })
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	d.waitFor("it detached", func() bool { return d.logged("detached process", p.pid()) })
+	d.mu.Lock()
+	attached, detached := 0, 0
+	for _, m := range d.logs {
+		switch m["msg"] {
+		case "tracing process":
+			attached++
+		case "detached process":
+			detached++
+		}
+	}
+	d.mu.Unlock()
+	total1, links1, _ := fdKinds(t, dpid)
+	rss1 := statusKB(t, dpid, "VmRSS")
+	_, metrics := httpGet(t, "http://"+d.addr()+"/metrics")
+	lost := metricValue(metrics, `timeout_tracer_ringbuffer_lost_events_total{source="proc"}`)
+	t.Logf("storm of %d processes: %d attached, %d detached; proc events lost %v; fds %d -> %d, bpf links %d -> %d, RSS %d -> %d KiB",
+		n, attached, detached, lost, total0, total1, links0, links1, rss0, rss1)
+	if attached != detached {
+		t.Errorf("%d processes attached but %d detached: some storm process is still traced", attached, detached)
+	}
+	if links1 > links0 || total1 > total0+2 {
+		t.Errorf("descriptors grew over the storm: fds %d -> %d, bpf links %d -> %d", total0, total1, links0, links1)
+	}
+	if rss1 > rss0+64*1024 {
+		t.Errorf("RSS grew by more than 64 MiB over the storm: %d -> %d KiB", rss0, rss1)
+	}
+	if lost == "" {
+		t.Errorf("/metrics does not count lost process events")
+	}
+}
+
+type atomicCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *atomicCount) add() { c.mu.Lock(); c.n++; c.mu.Unlock() }
+
+func statusKB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
+
+// metricValue is the value of one series in a text exposition, "" when
+// absent.
+func metricValue(exposition, series string) string {
+	for _, line := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return v
+		}
+	}
+	return ""
 }
