@@ -65,7 +65,7 @@ func TestCgroupCPUDirFindsTheCPUController(t *testing.T) {
 func TestThrottleSampleCapsAndTakesTheLargestLevel(t *testing.T) {
 	root := t.TempDir()
 	stat := func(nr, thrNs int) string {
-		return "nr_periods 50\nnr_throttled " + itoa(nr) + "\nthrottled_time " + itoa(thrNs) + "\n"
+		return "nr_periods 50\nnr_throttled " + strconv.Itoa(nr) + "\nthrottled_time " + strconv.Itoa(thrNs) + "\n"
 	}
 	writeFiles(t, root, map[string]string{
 		"cpu/a/cpu.stat": stat(0, 0), "cpu/a/cpu.cfs_quota_us": "20000\n", "cpu/a/cpu.cfs_period_us": "100000\n",
