@@ -92,8 +92,8 @@ func StartThrottle(cfg ThrottleConfig) (*Throttle, error) {
 }
 
 // Events delivers the intervals with throttled time, preceded by one
-// zero-length interval when sampling starts (the source is watching).
-// Closed by Close.
+// zero-length interval when sampling starts (the source is watching), and
+// an interval with nothing lost at least once a second. Closed by Close.
 func (t *Throttle) Events() <-chan event.Local { return t.events }
 
 // Stats returns the counters.
@@ -325,6 +325,7 @@ func (t *Throttle) run(levels []*level) {
 		t.log.Warn("cgroup throttling: first sample", "pid", t.cfg.PID, "err", err)
 	}
 	prev := monoNow()
+	lastSent := prev
 	t.send(event.Local{Start: prev, Mono: prev, PID: uint32(t.cfg.PID), Kind: event.LocalThrottled})
 	n := 0
 	for {
@@ -335,8 +336,8 @@ func (t *Throttle) run(levels []*level) {
 		}
 		n++
 		// Limits change rarely; a process may move between cgroups:
-		// look again every 20 samples.
-		refresh := n%20 == 0
+		// look again every 10 samples.
+		refresh := n%10 == 0
 		if refresh {
 			if l, err := t.resolve(); err == nil && (len(l) != len(levels) || l[0].dir != levels[0].dir) {
 				levels = l
@@ -353,10 +354,13 @@ func (t *Throttle) run(levels []*level) {
 			t.stats.Errors++
 		}
 		t.mu.Unlock()
-		if lost > 0 {
+		// An interval with nothing lost is still sent once a second: the
+		// correlator tells "not throttled" from "not watching" by it.
+		if lost > 0 || now-lastSent >= uint64(time.Second) {
 			lost = min(lost, time.Duration(now-prev))
 			t.send(event.Local{Start: prev, Mono: now, PID: uint32(t.cfg.PID), Kind: event.LocalThrottled,
 				Lost: lost, Count: uint32(min(count, 1<<32-1))})
+			lastSent = now
 		}
 		prev = now
 	}

@@ -3,6 +3,7 @@ package correlate
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/timeout-tracer/tracer/event"
 )
@@ -57,6 +58,7 @@ func (c *Correlator) onLocal(l *event.Local) {
 	if !p.hasLocal[k] || l.Start < p.localSince[k] {
 		p.hasLocal[k], p.localSince[k] = true, l.Start
 	}
+	p.localLast[k] = max(p.localLast[k], l.Mono)
 	if l.Lost == 0 {
 		// Nothing lost: it only says the source is watching.
 		return
@@ -76,9 +78,11 @@ func (c *Correlator) WatchLocal(pid uint32, k event.LocalKind, mono uint64) {
 	if p == nil {
 		return
 	}
-	if i := int(k) - 1; !p.hasLocal[i] || mono < p.localSince[i] {
+	i := int(k) - 1
+	if !p.hasLocal[i] || mono < p.localSince[i] {
 		p.hasLocal[i], p.localSince[i] = true, mono
 	}
+	p.localLast[i] = max(p.localLast[i], mono)
 }
 
 // lostIn sums the time lost in [lo, hi] from a ring in stream order.
@@ -109,9 +113,6 @@ func lostIn(r *ring[localIv], lo, hi uint64) uint64 {
 func (c *Correlator) localFigures(d *event.Deadline) (*LocalTime, [3]uint64, uint64) {
 	var lost [3]uint64
 	p := c.procs[d.PID]
-	if p == nil || !(p.hasLocal[0] || p.hasLocal[1] || p.hasLocal[2]) {
-		return nil, lost, 0
-	}
 	lo, hi := subSat(d.Mono, uint64(c.cfg.LocalLookback)), d.Mono
 	approximate := true
 	if d.Detail && d.CreatedMono != 0 && d.CreatedMono <= d.Mono {
@@ -121,11 +122,14 @@ func (c *Correlator) localFigures(d *event.Deadline) (*LocalTime, [3]uint64, uin
 	if b, ok := d.Budget(); ok && b > 0 {
 		budget = uint64(b)
 	}
+	if p == nil || !(p.watched(0, lo, hi) || p.watched(1, lo, hi) || p.watched(2, lo, hi)) {
+		return nil, lost, 0
+	}
 	lt := &LocalTime{WindowMs: msOf(hi - lo), Approximate: approximate}
 	for k := range lost {
 		// A source that started watching after the window began cannot
 		// vouch for all of it, but what it saw counts.
-		if !p.hasLocal[k] || p.localSince[k] > hi {
+		if !p.watched(k, lo, hi) {
 			continue
 		}
 		lost[k] = min(lostIn(&p.local[k], lo, hi), hi-lo)
@@ -140,6 +144,26 @@ func (c *Correlator) localFigures(d *event.Deadline) (*LocalTime, [3]uint64, uin
 		}
 	}
 	return lt, lost, budget
+}
+
+// heartbeatGap is how long a sampled source (throttling, run-queue) may
+// stay silent while watching: the collectors send an interval at least once
+// a second, lost time or not. GC pauses are events: their source watches
+// from its first sign on, and silence means no pause.
+const heartbeatGap = uint64(1500 * time.Millisecond)
+
+// watched reports whether a source of kind index k watched the process
+// during [lo, hi]: it started before hi and, for sampled sources, was heard
+// from recently enough before lo or since (the scheduler hooks are
+// detached while the process is not timing out).
+func (p *proc) watched(k int, lo, hi uint64) bool {
+	if !p.hasLocal[k] || p.localSince[k] > hi {
+		return false
+	}
+	if event.LocalKind(k+1) == event.LocalGCPause {
+		return true
+	}
+	return p.localLast[k]+heartbeatGap >= lo
 }
 
 var localClasses = [3]Class{ClassCPUThrottled, ClassRunqueueDelay, ClassGCPause}

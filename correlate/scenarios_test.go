@@ -37,7 +37,7 @@ var goldenCases = map[string]goldenCase{
 	"ambiguous":       {ambiguousScenario, []want{{ClassUnknown, Ambiguous}, {ClassRTO, Ambiguous}, {ClassUnknown, Ambiguous}}},
 	"mixed":           {mixedScenario, nil}, // checked by TestMixedRunNeverBlamesTheNetworkForSlowRequests
 	"local_causes": {localCausesScenario, []want{{ClassCPUThrottled, Exact}, {ClassRunqueueDelay, Probable}, {ClassGCPause, Probable},
-		{ClassRTO, Exact}, {ClassSlowPeer, Exact}, {ClassCPUThrottled, Probable}, {ClassRunqueueDelay, Probable}}},
+		{ClassRTO, Exact}, {ClassSlowPeer, Exact}, {ClassCPUThrottled, Probable}, {ClassRunqueueDelay, Probable}, {ClassLocal, Probable}}},
 	"detailless": {detaillessScenario, []want{{ClassSlowPeer, Probable}, {ClassRTO, Probable}, {ClassLocal, Probable}}},
 }
 
@@ -413,5 +413,14 @@ func localCausesScenario() *scenario {
 	sc.sampled(6600, event.LocalRunqueue, 10000, 12000, 100, 45, 2)
 	sc.local(6600, event.LocalGCPause, 11100, 11190, 90, 1)
 	sc.deadline(6600, "labapp", 11000, 400, 211, "main.acquire (/src/labapp/pool.go:31)")
+
+	// The scheduler hooks were detached long before this deadline (they
+	// follow the detail tier): its run-queue figure is unknown (null), not 0,
+	// and the old waits do not count.
+	q := sc.conn(0xc701, 6700, "labapp", "10.213.0.1:52700", "10.213.0.3:8080", 95*time.Microsecond)
+	q.handshake(12000, 0)
+	q.act(12000.2, 220, true)
+	sc.sampled(6700, event.LocalRunqueue, 12000, 13000, 100, 60, 2)
+	sc.deadline(6700, "labapp", 16000, 300, 221, "main.acquire (/src/labapp/pool.go:31)")
 	return sc
 }

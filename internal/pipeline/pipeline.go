@@ -36,7 +36,10 @@ type Config struct {
 	// HangAfter (with Audit) reports a call without a deadline still
 	// waiting this long as hung. 0 means 10 s.
 	HangAfter time.Duration
-	Logger    *slog.Logger
+	// Local: the local-cause sources (CPU throttling, run-queue delay, GC
+	// pauses).
+	Local  LocalConfig
+	Logger *slog.Logger
 }
 
 // Sink receives what the pipeline produces, in order.
@@ -84,6 +87,8 @@ type Pipeline struct {
 	missing []event.Call
 	// open are the calls without a deadline still in flight, by goroutine.
 	open map[callKey]*openCall
+	// local are the local-cause sources.
+	local local
 }
 
 type callKey struct {
@@ -209,6 +214,9 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 	// Activity sampling is on for this process from now: no activity in a
 	// window means no network I/O.
 	p.corr.WatchActivity(uint32(cfg.PID), monoNow())
+	if err := p.startLocal(); err != nil {
+		return nil, err
+	}
 	if cfg.Audit {
 		if err := p.goP.SetAudit(true); err != nil {
 			return nil, err
@@ -233,6 +241,9 @@ func (p *Pipeline) setDetail(on bool, reason string) error {
 		return fmt.Errorf("switch detail probes: %w", err)
 	}
 	p.log.Info("detail probes switched", "pid", p.cfg.PID, "on", on, "reason", reason)
+	if p.local.runqueueAuto {
+		p.switchRunqueue(on)
+	}
 	if p.sink.Detail != nil {
 		return p.sink.Detail(time.Now(), on, reason)
 	}
@@ -257,6 +268,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	tcpEvents, goEvents, bindings := p.tcp.Events(), p.goP.Events(), p.goP.Bindings()
+	throttleEvents, schedEvents := p.local.throttleEvents(), p.local.schedEvents()
 	var calls <-chan event.Call
 	if p.cfg.Audit {
 		calls = p.goP.Calls()
@@ -298,6 +310,18 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				continue
 			}
 			p.buf = append(p.buf, &b)
+		case l, ok := <-throttleEvents:
+			if !ok {
+				throttleEvents = nil
+				continue
+			}
+			p.buf = append(p.buf, &l)
+		case l, ok := <-schedEvents:
+			if !ok {
+				schedEvents = nil
+				continue
+			}
+			p.buf = append(p.buf, &l)
 		case <-tick.C:
 			if p.cfg.Detail == "auto" && p.ctl.Tick(time.Now()) {
 				p.switchDetail(false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet))
@@ -320,8 +344,17 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 // releases everything and flushes the correlator's pending deadlines.
 func (p *Pipeline) finish(tcpEvents <-chan event.TCP, goEvents <-chan event.Deadline, bindings <-chan event.Binding) error {
 	end := time.After(2 * reorder)
+	throttleEvents, schedEvents := p.local.throttleEvents(), p.local.schedEvents()
 	for {
 		select {
+		case l, ok := <-throttleEvents:
+			if ok {
+				p.buf = append(p.buf, &l)
+			}
+		case l, ok := <-schedEvents:
+			if ok {
+				p.buf = append(p.buf, &l)
+			}
 		case ev, ok := <-tcpEvents:
 			if ok {
 				p.buf = append(p.buf, &ev)
@@ -396,9 +429,9 @@ func (p *Pipeline) emit(rs []correlate.Report) error {
 	return nil
 }
 
-// Close detaches both collectors.
+// Close detaches both collectors and the local-cause sources.
 func (p *Pipeline) Close() error {
-	var errs []error
+	errs := []error{p.local.close()}
 	if p.tcp != nil {
 		errs = append(errs, p.tcp.Close())
 	}
