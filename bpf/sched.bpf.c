@@ -97,9 +97,12 @@ static __always_inline void stat_inc(__u32 idx)
 		(*v)++;
 }
 
+/* Reads the value, not just the pointer: clang would otherwise OR the two
+ * lookups' pointers in on_switch, which the verifier refuses. */
 static __always_inline bool is_traced(__u32 tgid)
 {
-	return bpf_map_lookup_elem(&traced, &tgid) != NULL;
+	__u8 *v = bpf_map_lookup_elem(&traced, &tgid);
+	return v && *v;
 }
 
 static __always_inline long task_state(struct task_struct *t)
