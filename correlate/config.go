@@ -32,8 +32,8 @@ type Config struct {
 	// deadline's creation was not seen (its budget is then unknown too).
 	// Default 1s.
 	LocalLookback time.Duration
-	// LocalShare is the share of the budget (or of the window) a local
-	// cause must have taken for its class to replace a mild network class,
+	// LocalShare is the share of the context's life (creation to expiry,
+	// else the LocalLookback window) a local cause must have taken for its class to replace a mild network class,
 	// slow_peer, local or unknown. Default 0.3; must be in (0, 1].
 	LocalShare float64
 

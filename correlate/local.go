@@ -13,8 +13,9 @@ import (
 //
 // The window is the context's life, [creation, expiry], when the detail
 // probes saw the creation; else the LocalLookback (1 s) before the expiry,
-// and the report says it is approximate. The budget the shares are taken
-// of is creation → deadline when known, else that window's length.
+// and the report says it is approximate. Shares are taken of the window's
+// length: the life, not the budget, since a CPU-starved process fires its
+// timer late and its life outlasts the budget.
 //
 // The rule, applied after the network verdict:
 //
@@ -23,12 +24,13 @@ import (
 //     reset connection stop a request however much CPU it had. The local
 //     figures are still reported, and the note says they were large.
 //  2. Otherwise, when the largest local figure is at least LocalShare
-//     (30 %) of the budget, its kind names the class (cpu_throttled,
+//     (30 %) of the window (the run-queue figure less the throttled time,
+//     which a throttled thread also spends runnable but not running), its kind names the class (cpu_throttled,
 //     runqueue_delay, gc_pause) and replaces zero_window, fast_retransmit,
 //     tlp, slow_peer, local or unknown: mild network trouble is repaired
 //     within a few round trips, and a peer that looks slow, or a wait that
 //     looks local, is just as well explained by a process that could not
-//     run for a third of its budget. The network verdict is kept in the
+//     run for a third of its life. The network verdict is kept in the
 //     note and the connections stay listed.
 //  3. Otherwise the network verdict stands.
 //
@@ -109,7 +111,8 @@ func lostIn(r *ring[localIv], lo, hi uint64) uint64 {
 }
 
 // localFigures returns the local time lost in d's window, nil when no
-// local source watches the process, and the budget the rule compares with.
+// local source watches the process, and the window's length the rule
+// compares with.
 func (c *Correlator) localFigures(d *event.Deadline) (*LocalTime, [3]uint64, uint64) {
 	var lost [3]uint64
 	p := c.procs[d.PID]
@@ -118,10 +121,10 @@ func (c *Correlator) localFigures(d *event.Deadline) (*LocalTime, [3]uint64, uin
 	if d.Detail && d.CreatedMono != 0 && d.CreatedMono <= d.Mono {
 		lo, approximate = d.CreatedMono, false
 	}
-	budget := hi - lo
-	if b, ok := d.Budget(); ok && b > 0 {
-		budget = uint64(b)
-	}
+	// The shares are of the context's whole life, creation to the timer's
+	// firing: a CPU-starved process fires its timers late, so the life can
+	// be much longer than the budget, and the time lost is taken of it.
+	life := hi - lo
 	if p == nil || !(p.watched(0, lo, hi) || p.watched(1, lo, hi) || p.watched(2, lo, hi)) {
 		return nil, lost, 0
 	}
@@ -143,7 +146,7 @@ func (c *Correlator) localFigures(d *event.Deadline) (*LocalTime, [3]uint64, uin
 			lt.GCPauseMs = &v
 		}
 	}
-	return lt, lost, budget
+	return lt, lost, life
 }
 
 // heartbeatGap is how long a sampled source (throttling, run-queue) may
@@ -171,22 +174,30 @@ var localClasses = [3]Class{ClassCPUThrottled, ClassRunqueueDelay, ClassGCPause}
 // applyLocal adds the local figures to cause and, by the rule above, may
 // name the class after the largest.
 func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
-	lt, lost, budget := c.localFigures(d)
+	lt, lost, life := c.localFigures(d)
 	if lt == nil {
 		return
 	}
 	cause.Local = lt
+	// A throttled thread is runnable but not running: throttled time shows
+	// in the run-queue figure too. Only the run-queue time beyond it counts
+	// against the other kinds.
+	cmpLost := lost
+	if lt.ThrottledMs != nil {
+		cmpLost[1] = subSat(lost[1], lost[0])
+	}
 	best := 0
-	for k := range lost {
-		if lost[k] > lost[best] {
+	for k := range cmpLost {
+		if cmpLost[k] > cmpLost[best] {
 			best = k
 		}
 	}
-	if budget == 0 || lost[best] == 0 || float64(lost[best]) < c.cfg.LocalShare*float64(budget) {
+	lost = cmpLost
+	if life == 0 || lost[best] == 0 || float64(lost[best]) < c.cfg.LocalShare*float64(life) {
 		return
 	}
-	share := float64(lost[best]) / float64(budget)
-	what := localWhat(best, lost[best], share, budget, lt.Approximate)
+	share := float64(lost[best]) / float64(life)
+	what := localWhat(best, lost[best], share, life, lt.Approximate)
 	switch cause.Class {
 	case ClassRTO, ClassSynTimeout, ClassReset, ClassRefused:
 		cause.Note = joinNote(cause.Note, fmt.Sprintf("%s as well; the class stays %s: the network failure stops a request whatever the CPU did", what, cause.Class))
@@ -202,10 +213,10 @@ func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
 	cause.Note = joinNote(cause.Note, was)
 }
 
-func localWhat(k int, lost uint64, share float64, budget uint64, approx bool) string {
-	of := "of its " + fmtDur(budget) + " budget"
+func localWhat(k int, lost uint64, share float64, life uint64, approx bool) string {
+	of := "of the context's " + fmtDur(life) + " life"
 	if approx {
-		of = "of the " + fmtDur(budget) + " before the expiry (creation not seen)"
+		of = "of the " + fmtDur(life) + " before the expiry (creation not seen)"
 	}
 	var verb string
 	switch event.LocalKind(k + 1) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,7 @@ type clientConfig struct {
 	burn        int
 	ballastMB   int
 	garbageKB   int
+	gogc        int
 }
 
 // bind registers the client flags on fs.
@@ -58,6 +60,7 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.IntVar(&c.burn, "burn", 0, "CPU-burning sidecar goroutines that spin for the whole run (with a CPU quota: throttling)")
 	fs.IntVar(&c.ballastMB, "ballast-mb", 0, "keep a live pointer-heavy heap of this many MiB (with a small GOGC: long GC cycles)")
 	fs.IntVar(&c.garbageKB, "garbage-kb", 0, "allocate this many KiB of short-lived pointer-holding objects per request, under its deadline")
+	fs.IntVar(&c.gogc, "gogc", 0, "set the GC percentage (debug.SetGCPercent) before the ballast is made; 0 leaves GOGC alone")
 	fs.StringVar(&c.path, "path", "/work", "HTTP path")
 	fs.IntVar(&c.n, "n", 1, "number of requests")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "concurrent workers")
@@ -152,6 +155,9 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 		callers = append(callers, c)
 	}
 
+	if cfg.gogc > 0 {
+		debug.SetGCPercent(cfg.gogc)
+	}
 	if cfg.ballastMB > 0 {
 		makeBallast(cfg.ballastMB)
 	}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/timeout-tracer/tracer/export"
+	"github.com/timeout-tracer/tracer/internal/cpulab"
+	"github.com/timeout-tracer/tracer/internal/netlab"
+)
+
+// These lab runs make the client itself the cause of its timeouts — a
+// tight cgroup CPU quota, a CPU shared with two CPU-bound processes, a GC
+// that never rests — and check the class names it, with the figures; and
+// that a real network failure keeps its class with the same sources on.
+
+// findLab returns the pid of the labapp whose command line holds marker.
+func findLab(marker string) (int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if strings.HasSuffix(args[0], "labapp") && strings.Contains(string(b), marker) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no labapp with %q running", marker)
+}
+
+// localCounts tallies the reports by class and fails on network classes.
+func localCounts(t *testing.T, reports []export.TimeoutJSON) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	for _, r := range reports {
+		if r.Cause == nil {
+			t.Fatalf("report without a cause: %+v", r)
+		}
+		c := string(r.Cause.Class)
+		n[c]++
+		if networkClasses[c] {
+			t.Errorf("healthy network, yet class %s: %s (%s)", c, r.Cause.Summary, r.Cause.Note)
+		}
+	}
+	return n
+}
+
+// TestLocalCPUThrottled: the client moves into a cgroup allowed 10 ms of
+// CPU per 100 ms, where two goroutines of its own burn CPU: its requests
+// to a fast server miss their 100 ms deadlines, and the cause is the
+// throttling, with the throttled time in the report.
+func TestLocalCPUThrottled(t *testing.T) {
+	requireGoTracing(t)
+	cg, err := cpulab.NewCgroup("tt-local-throttle", 5*time.Millisecond, 100*time.Millisecond)
+	if err != nil {
+		t.Skipf("no cgroup with a CPU quota here: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cg.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
+	const marker = "/tt-local-throttle"
+	server := []string{"http-server", "-addr", ":8080"}
+	client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "40", "-timeout", "60ms",
+		"-span", "before", "-burn", "2", "-path", marker}
+	run := runLab(t, server, client, false, func(*netlab.Pair) {
+		pid, err := findLab(marker)
+		if err == nil {
+			err = cg.Add(pid)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}, "--detail", "always")
+	n := localCounts(t, run.reports)
+	t.Logf("%d reports by class: %v", len(run.reports), n)
+	for _, r := range run.reports {
+		t.Logf("%s: %s", r.Cause.Class, r.Cause.Summary)
+	}
+	if len(run.reports) < 10 {
+		t.Fatalf("%d reports, want most of the 40 requests to time out: %s", len(run.reports), run.stderr)
+	}
+	if n["cpu_throttled"]*2 < len(run.reports) {
+		t.Errorf("%d of %d reports cpu_throttled, want most", n["cpu_throttled"], len(run.reports))
+	}
+	for _, r := range run.reports {
+		if r.Cause.Class != "cpu_throttled" {
+			continue
+		}
+		l := r.Cause.Local
+		if l == nil || l.ThrottledMs == nil || *l.ThrottledMs < 0.3*l.WindowMs {
+			t.Errorf("cpu_throttled without the figures to show it: %+v", l)
+		}
+	}
+}
+
+// TestLocalRunqueueDelay: the client shares CPU 0 with two CPU-bound
+// processes (and burns some CPU itself): its threads wait for the CPU for
+// much of each request's 30 ms.
+func TestLocalRunqueueDelay(t *testing.T) {
+	requireGoTracing(t)
+	for range 2 {
+		b := exec.Command("taskset", "-c", "0", "sh", "-c", "while :; do :; done")
+		if err := b.Start(); err != nil {
+			t.Skipf("taskset: %v", err)
+		}
+		t.Cleanup(func() { b.Process.Kill(); b.Wait() })
+	}
+	const marker = "/tt-local-runqueue"
+	server := []string{"http-server", "-addr", ":8080"}
+	client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "60", "-timeout", "30ms",
+		"-span", "before", "-burn", "1", "-path", marker}
+	run := runLab(t, server, client, false, func(*netlab.Pair) {
+		pid, err := findLab(marker)
+		if err == nil {
+			err = exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(pid)).Run()
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}, "--detail", "always")
+	n := localCounts(t, run.reports)
+	t.Logf("%d reports by class: %v", len(run.reports), n)
+	if len(run.reports) < 10 {
+		t.Fatalf("%d reports, want most of the 60 requests to time out: %s", len(run.reports), run.stderr)
+	}
+	if n["runqueue_delay"]*2 < len(run.reports) {
+		t.Errorf("%d of %d reports runqueue_delay, want most", n["runqueue_delay"], len(run.reports))
+	}
+	for _, r := range run.reports {
+		if r.Cause.Local == nil || r.Cause.Local.RunqueueMs == nil {
+			t.Errorf("report without a run-queue figure while the hooks were attached: %+v", r.Cause)
+		}
+	}
+}
+
+// TestLocalGCPause: a 64 MiB pointer-heavy live heap, GOGC=5 and 512 KiB
+// of garbage per request: the GC stops the world again and again, and the
+// 5 ms deadlines that a pause ate are gc_pause.
+func TestLocalGCPause(t *testing.T) {
+	requireGoTracing(t)
+	server := []string{"http-server", "-addr", ":8080"}
+	client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "300", "-timeout", "5ms",
+		"-span", "before", "-ballast-mb", "64", "-garbage-kb", "512", "-gogc", "5"}
+	run := runLab(t, server, client, false, nil, "--detail", "always")
+	n := localCounts(t, run.reports)
+	t.Logf("%d reports by class: %v", len(run.reports), n)
+	if n["gc_pause"] == 0 {
+		t.Fatalf("no gc_pause among %d reports", len(run.reports))
+	}
+	for _, r := range run.reports {
+		if r.Cause.Local == nil || r.Cause.Local.GCPauseMs == nil {
+			t.Errorf("report without a GC figure: %+v", r.Cause)
+			continue
+		}
+		if r.Cause.Class == "gc_pause" && *r.Cause.Local.GCPauseMs < 0.3*r.Cause.Local.WindowMs {
+			t.Errorf("gc_pause with %v ms of a %v ms life", *r.Cause.Local.GCPauseMs, r.Cause.Local.WindowMs)
+		}
+	}
+}
+
+// TestLocalKeepsRTO: the RTO scenario with every local source attached and
+// a client that burns CPU: the blackhole is still the cause.
+func TestLocalKeepsRTO(t *testing.T) {
+	requireGoTracing(t)
+	server := []string{"http-server", "-addr", ":8080", "-delay", "50ms"}
+	client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "6", "-concurrency", "1",
+		"-timeout", "1200ms", "-span", "before", "-burn", "1"}
+	run := runLab(t, server, client, false, func(p *netlab.Pair) {
+		time.Sleep(500 * time.Millisecond)
+		if err := p.Blackhole(8080); err != nil {
+			t.Error(err)
+		}
+	}, "--detail", "always", "--local", "always")
+	if len(run.reports) == 0 {
+		t.Fatalf("no timeout reported: %s", run.stderr)
+	}
+	first := run.reports[0]
+	if first.Cause == nil || (first.Cause.Class != "rto" && first.Cause.Class != "tlp") {
+		t.Fatalf("first timeout after the blackhole: cause %+v, want rto", first.Cause)
+	}
+	if first.Cause.Local == nil || first.Cause.Local.RunqueueMs == nil || first.Cause.Local.GCPauseMs == nil {
+		t.Errorf("the local sources were not attached: %+v", first.Cause.Local)
+	}
+	for _, r := range run.reports {
+		switch r.Cause.Class {
+		case "cpu_throttled", "runqueue_delay", "gc_pause", "slow_peer", "local":
+			t.Errorf("timeout under a blackhole blamed on %s: %s", r.Cause.Class, r.Cause.Summary)
+		}
+	}
+}
