@@ -110,9 +110,10 @@ func TestLocalCPUThrottled(t *testing.T) {
 	}
 }
 
-// TestLocalRunqueueDelay: the client shares CPU 0 with two CPU-bound
-// processes (and burns some CPU itself): its threads wait for the CPU for
-// much of each request's 30 ms.
+// TestLocalRunqueueDelay: the client, at nice 15, shares CPU 0 with two
+// CPU-bound processes at nice 0, and each request needs some CPU of its
+// own (garbage to allocate): its threads wait for the CPU for much of each
+// request's 30 ms.
 func TestLocalRunqueueDelay(t *testing.T) {
 	requireGoTracing(t)
 	for range 2 {
@@ -125,18 +126,30 @@ func TestLocalRunqueueDelay(t *testing.T) {
 	const marker = "/tt-local-runqueue"
 	server := []string{"http-server", "-addr", ":8080"}
 	client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "60", "-timeout", "30ms",
-		"-span", "before", "-burn", "1", "-path", marker}
+		"-span", "before", "-garbage-kb", "256", "-path", marker}
 	run := runLab(t, server, client, false, func(*netlab.Pair) {
 		pid, err := findLab(marker)
 		if err == nil {
 			err = exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(pid)).Run()
 		}
+		if err == nil {
+			// A low-priority neighbour of the CPU hogs (nice 15: weight
+			// 36 against their 1024 each): it runs in scraps. Niceness is
+			// per thread: every thread of the client.
+			err = reniceAll(pid, 15)
+		}
+		t.Logf("client %d pinned to CPU 0 at nice 15: %v", pid, err)
 		if err != nil {
 			t.Error(err)
 		}
 	}, "--detail", "always")
 	n := localCounts(t, run.reports)
 	t.Logf("%d reports by class: %v", len(run.reports), n)
+	outcomes := map[string]int{}
+	for _, l := range run.client {
+		outcomes[l.Outcome]++
+	}
+	t.Logf("client outcomes %v", outcomes)
 	if len(run.reports) < 10 {
 		t.Fatalf("%d reports, want most of the 60 requests to time out: %s", len(run.reports), run.stderr)
 	}
@@ -204,4 +217,18 @@ func TestLocalKeepsRTO(t *testing.T) {
 			t.Errorf("timeout under a blackhole blamed on %s: %s", r.Cause.Class, r.Cause.Summary)
 		}
 	}
+}
+
+// reniceAll sets the nice value of every thread of pid.
+func reniceAll(pid, nice int) error {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, tk := range tasks {
+		if out, err := exec.Command("renice", "-n", strconv.Itoa(nice), "-p", tk.Name()).CombinedOutput(); err != nil {
+			return fmt.Errorf("renice %s: %v: %s", tk.Name(), err, out)
+		}
+	}
+	return nil
 }
