@@ -52,8 +52,7 @@ func (p *Pipeline) startLocal() error {
 	if err != nil {
 		p.log.Warn("CPU throttling not traced", "pid", pid, "err", err)
 	} else {
-		p.local.throttle = th
-		p.corr.WatchLocal(pid, event.LocalThrottled, mono)
+		p.local.throttle = th // its first interval says it watches
 	}
 	s, err := collector.StartSched(collector.SchedConfig{Logger: p.log})
 	if err != nil {
@@ -67,7 +66,10 @@ func (p *Pipeline) startLocal() error {
 	if err := s.TraceGC(pid, p.goP.Binary().AttachPath, p.goP.Binary()); err != nil {
 		p.log.Warn("GC pauses not traced", "pid", pid, "err", err)
 	} else {
-		p.corr.WatchLocal(pid, event.LocalGCPause, mono)
+		// Pauses are events: a zero-length one in the stream says the
+		// probes watch from now (recordings carry it, so a replay says 0,
+		// not null, for a context without a pause).
+		p.buf = append(p.buf, &event.Local{Start: mono, Mono: mono, PID: pid, Kind: event.LocalGCPause})
 	}
 	p.local.runqueueAuto = mode == "auto"
 	if mode == "always" {
