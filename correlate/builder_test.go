@@ -213,3 +213,17 @@ func (sc *scenario) deadline(pid uint32, comm string, createdMs, budgetMs float6
 }
 
 func (sc *scenario) String() string { return fmt.Sprintf("%s (%d events)", sc.name, len(sc.evs)) }
+
+// local adds an interval of local time lost by pid, from startMs to endMs.
+func (sc *scenario) local(pid uint32, k event.LocalKind, startMs, endMs, lostMs float64, count uint32) {
+	sc.add(&event.Local{Start: mono(startMs), Mono: mono(endMs), PID: pid, Kind: k,
+		Lost: time.Duration(math.Round(lostMs * 1e6)), Count: count})
+}
+
+// sampled adds the samples of a periodic local source for pid: every
+// periodMs from fromMs to toMs, lostMs lost in each period.
+func (sc *scenario) sampled(pid uint32, k event.LocalKind, fromMs, toMs, periodMs, lostMs float64, count uint32) {
+	for t := fromMs; t+periodMs <= toMs; t += periodMs {
+		sc.local(pid, k, t, t+periodMs, lostMs, count)
+	}
+}

@@ -104,6 +104,7 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		notes = append(notes, listNote)
 	}
 	cause.Note = strings.Join(notes, "; ")
+	c.applyLocal(&cause, d)
 	return Report{Deadline: *d, Cause: cause}
 }
 

@@ -28,6 +28,15 @@ type Config struct {
 	// later whose window covers the close still finds it. Default: Lookback.
 	ClosedLinger time.Duration
 
+	// LocalLookback is the window local time lost is summed over when a
+	// deadline's creation was not seen (its budget is then unknown too).
+	// Default 1s.
+	LocalLookback time.Duration
+	// LocalShare is the share of the context's life (creation to expiry,
+	// else the LocalLookback window) a local cause must have taken for its class to replace a mild network class,
+	// slow_peer, local or unknown. Default 0.3; must be in (0, 1].
+	LocalShare float64
+
 	MaxSockets              int // live sockets; default 16384
 	MaxEventsPerSocket      int // TCP events kept per socket; default 64
 	MaxActivityPerSocket    int // activity intervals kept per socket; default 8
@@ -37,6 +46,7 @@ type Config struct {
 	MaxPending              int // deadlines waiting for their grace window; default 4096
 	MaxReportConnections    int // connections listed in one report (all count for its class); default 16
 	MaxReportEvents         int // TCP events listed per connection in a report (the newest); default 16
+	MaxLocalPerProcess      int // local intervals kept per process and kind; default 1024
 }
 
 // DefaultConfig returns the defaults.
@@ -56,6 +66,9 @@ func DefaultConfig() Config {
 		MaxPending:              4096,
 		MaxReportConnections:    16,
 		MaxReportEvents:         16,
+		LocalLookback:           time.Second,
+		LocalShare:              0.3,
+		MaxLocalPerProcess:      1024,
 	}
 }
 
@@ -73,6 +86,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"ActivityResolution", &c.ActivityResolution, def.ActivityResolution},
 		{"IdleTimeout", &c.IdleTimeout, def.IdleTimeout},
 		{"ClosedLinger", &c.ClosedLinger, 0}, // 0: Lookback, filled in below
+		{"LocalLookback", &c.LocalLookback, def.LocalLookback},
 	} {
 		if *d.v < 0 {
 			return c, fmt.Errorf("correlator config: %s is negative (%v)", d.name, *d.v)
@@ -98,6 +112,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"MaxPending", &c.MaxPending, def.MaxPending},
 		{"MaxReportConnections", &c.MaxReportConnections, def.MaxReportConnections},
 		{"MaxReportEvents", &c.MaxReportEvents, def.MaxReportEvents},
+		{"MaxLocalPerProcess", &c.MaxLocalPerProcess, def.MaxLocalPerProcess},
 	} {
 		if *n.v < 0 {
 			return c, fmt.Errorf("correlator config: %s is negative (%d)", n.name, *n.v)
@@ -105,6 +120,12 @@ func (c Config) withDefaults() (Config, error) {
 		if *n.v == 0 {
 			*n.v = n.def
 		}
+	}
+	switch {
+	case c.LocalShare == 0:
+		c.LocalShare = def.LocalShare
+	case !(c.LocalShare > 0 && c.LocalShare <= 1): // also NaN
+		return c, fmt.Errorf("correlator config: LocalShare %v is not in (0, 1]", c.LocalShare)
 	}
 	return c, nil
 }

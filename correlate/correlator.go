@@ -99,6 +99,9 @@ func (c *Correlator) Push(ev event.Any) []Report {
 	case *event.Deadline:
 		c.stats.Deadlines++
 		c.onDeadline(e)
+	case *event.Local:
+		c.stats.Local++
+		c.onLocal(e)
 	}
 	return c.out
 }

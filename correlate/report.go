@@ -21,12 +21,15 @@ const (
 	ClassFastRetransmit Class = "fast_retransmit" // losses repaired by fast (or other non-timer) retransmits
 	ClassTLP            Class = "tlp"             // tail loss probes
 	ClassSlowPeer       Class = "slow_peer"       // request sent on a healthy connection, no answer in time
+	ClassCPUThrottled   Class = "cpu_throttled"   // the cgroup's CPU quota ran out: the process was throttled for much of the budget
+	ClassRunqueueDelay  Class = "runqueue_delay"  // the process's threads waited for a CPU for much of the budget
+	ClassGCPause        Class = "gc_pause"        // the Go GC stopped the world for much of the budget
 	ClassLocal          Class = "local"           // no network I/O during the context's life: pool, lock, queue
 	ClassUnknown        Class = "unknown"         // no cause could be established; the note says why
 )
 
 var classOrder = [...]Class{ClassRTO, ClassSynTimeout, ClassReset, ClassRefused, ClassZeroWindow,
-	ClassFastRetransmit, ClassTLP, ClassSlowPeer, ClassLocal, ClassUnknown}
+	ClassFastRetransmit, ClassTLP, ClassSlowPeer, ClassCPUThrottled, ClassRunqueueDelay, ClassGCPause, ClassLocal, ClassUnknown}
 
 // Network reports whether the class blames the network.
 func (c Class) Network() bool { return c.rank() < ClassSlowPeer.rank() }
@@ -50,12 +53,18 @@ func (c Class) rank() int {
 		return 6
 	case ClassSlowPeer:
 		return 7
-	case ClassLocal:
+	case ClassCPUThrottled:
 		return 8
-	case ClassUnknown:
+	case ClassRunqueueDelay:
 		return 9
+	case ClassGCPause:
+		return 10
+	case ClassLocal:
+		return 11
+	case ClassUnknown:
+		return 12
 	}
-	return 10
+	return 13
 }
 
 // Confidence says how the connections in a report were tied to the request.
@@ -106,6 +115,24 @@ type Cause struct {
 	// Note says how the verdict was reached (binding source, candidates,
 	// approximations) and why, when the class is unknown.
 	Note string `json:"note,omitempty"`
+	// Local is the time the process lost to local causes during the
+	// context's life, when a local source (cgroup CPU throttling, run-queue
+	// delay, GC pauses) was watching the process; nil otherwise.
+	Local *LocalTime `json:"local,omitempty"`
+}
+
+// LocalTime is what the process lost to itself or its node during a
+// context's life, in milliseconds. A figure is null when its source was
+// not watching the process (not attached, or no cgroup CPU limit to read).
+type LocalTime struct {
+	ThrottledMs *float64 `json:"throttled_ms"` // CFS throttling of the process's cgroup
+	RunqueueMs  *float64 `json:"runqueue_ms"`  // mean time a thread of the process waited for a CPU
+	GCPauseMs   *float64 `json:"gc_pause_ms"`  // Go stop-the-world pauses
+	// WindowMs is the span the figures cover: the context's life when its
+	// creation was seen, else Config.LocalLookback before the expiry.
+	WindowMs float64 `json:"window_ms"`
+	// Approximate is true when the creation was not seen.
+	Approximate bool `json:"approximate"`
 }
 
 // Window is the span of the context's life that was searched.

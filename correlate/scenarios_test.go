@@ -36,7 +36,9 @@ var goldenCases = map[string]goldenCase{
 	"unknown":         {unknownScenario, []want{{ClassUnknown, None}, {ClassUnknown, None}}},
 	"ambiguous":       {ambiguousScenario, []want{{ClassUnknown, Ambiguous}, {ClassRTO, Ambiguous}, {ClassUnknown, Ambiguous}}},
 	"mixed":           {mixedScenario, nil}, // checked by TestMixedRunNeverBlamesTheNetworkForSlowRequests
-	"detailless":      {detaillessScenario, []want{{ClassSlowPeer, Probable}, {ClassRTO, Probable}, {ClassLocal, Probable}}},
+	"local_causes": {localCausesScenario, []want{{ClassCPUThrottled, Exact}, {ClassRunqueueDelay, Probable}, {ClassGCPause, Probable},
+		{ClassRTO, Exact}, {ClassSlowPeer, Exact}, {ClassCPUThrottled, Probable}, {ClassRunqueueDelay, Probable}, {ClassLocal, Probable}}},
+	"detailless": {detaillessScenario, []want{{ClassSlowPeer, Probable}, {ClassRTO, Probable}, {ClassLocal, Probable}}},
 }
 
 // rto: a blackhole after the handshake (iptables DROP on the server): a
@@ -346,5 +348,79 @@ func detaillessScenario() *scenario {
 	c.handshake(0, 0)
 	c.act(0.3, 0, true)
 	sc.deadline(7200, "labapp", 15000, 300, 0, "", noDetail())
+	return sc
+}
+
+// local_causes: the process itself lost the time. A request on a healthy
+// connection in a cgroup throttled 60 ms of every 100 ms (cpu_throttled,
+// not slow_peer); a local wait while the threads waited for a CPU half of
+// the time (runqueue_delay, not local); three 40 ms stop-the-world pauses
+// inside a 200 ms budget (gc_pause); a real RTO under the same throttling
+// (rto stays: the rule never steals a network failure); a slow peer with
+// light throttling, 5 ms per 100 ms (slow_peer stays, figures attached); a
+// deadline whose creation was not seen, under heavy throttling (the
+// lookback window); and run-queue delay beside a smaller GC figure (the
+// class names the larger).
+func localCausesScenario() *scenario {
+	sc := newScenario("local_causes", "cgroup throttling, run-queue waits and GC pauses, against healthy, local and lossy requests")
+	a := sc.conn(0xc001, 6000, "labapp", "10.213.0.1:52000", "10.213.0.2:8080", 90*time.Microsecond)
+	a.handshake(0, 150)
+	sc.sampled(6000, event.LocalThrottled, 0, 2000, 100, 60, 1)
+	a.bind(1000.01, 151, event.BindHTTPRoundTrip)
+	a.act(1000.02, 151, true)
+	sc.deadline(6000, "labapp", 1000, 300, 151, at)
+
+	b := sc.conn(0xc101, 6100, "labapp", "10.213.0.1:52100", "10.213.0.2:8080", 90*time.Microsecond)
+	b.handshake(0, 0)
+	b.act(0.2, 160, true)
+	sc.sampled(6100, event.LocalRunqueue, 0, 2500, 100, 50, 3)
+	sc.deadline(6100, "labapp", 2000, 250, 161, "main.acquire (/src/labapp/pool.go:31)")
+
+	g := sc.conn(0xc201, 6200, "labapp", "10.213.0.1:52200", "10.213.0.2:8080", 90*time.Microsecond)
+	g.handshake(0, 0)
+	g.act(0.2, 170, true)
+	sc.local(6200, event.LocalRunqueue, 0, 3000, 1, 1) // a watching run-queue source, nearly idle
+	for _, t := range []float64{3010, 3080, 3150} {
+		sc.local(6200, event.LocalGCPause, t, t+40, 40, 1)
+	}
+	sc.deadline(6200, "labapp", 3000, 200, 171, "main.acquire (/src/labapp/pool.go:31)")
+
+	r := sc.conn(0xc301, 6300, "labapp", "10.213.0.1:52300", "10.213.0.2:8080", 81*time.Microsecond)
+	r.handshake(3900, 180)
+	sc.sampled(6300, event.LocalThrottled, 3900, 6500, 100, 60, 1)
+	r.bind(4000.02, 181, event.BindHTTPRoundTrip)
+	r.act(4000.05, 181, true)
+	r.blackhole(4000.05, 6000)
+	sc.deadline(6300, "labapp", 4000, 1500, 181, at)
+
+	l := sc.conn(0xc401, 6400, "labapp", "10.213.0.1:52400", "10.213.0.3:8080", 95*time.Microsecond)
+	l.handshake(6900, 190)
+	sc.sampled(6400, event.LocalThrottled, 6900, 8000, 100, 5, 1)
+	l.bind(7000.01, 191, event.BindHTTPRoundTrip)
+	l.act(7000.02, 191, true)
+	sc.deadline(6400, "labapp", 7000, 300, 191, at)
+
+	n := sc.conn(0xc501, 6500, "labapp", "10.213.0.1:52500", "10.213.0.3:8080", 95*time.Microsecond)
+	n.handshake(8000, 200)
+	sc.sampled(6500, event.LocalThrottled, 8000, 10000, 250, 150, 1)
+	n.bind(9000.01, 201, event.BindHTTPRoundTrip)
+	n.act(9000.02, 201, true)
+	sc.deadline(6500, "labapp", 9000, 300, 201, at, noDetail())
+
+	m := sc.conn(0xc601, 6600, "labapp", "10.213.0.1:52600", "10.213.0.3:8080", 95*time.Microsecond)
+	m.handshake(10000, 0)
+	m.act(10000.2, 210, true)
+	sc.sampled(6600, event.LocalRunqueue, 10000, 12000, 100, 45, 2)
+	sc.local(6600, event.LocalGCPause, 11100, 11190, 90, 1)
+	sc.deadline(6600, "labapp", 11000, 400, 211, "main.acquire (/src/labapp/pool.go:31)")
+
+	// The scheduler hooks were detached long before this deadline (they
+	// follow the detail tier): its run-queue figure is unknown (null), not 0,
+	// and the old waits do not count.
+	q := sc.conn(0xc701, 6700, "labapp", "10.213.0.1:52700", "10.213.0.3:8080", 95*time.Microsecond)
+	q.handshake(12000, 0)
+	q.act(12000.2, 220, true)
+	sc.sampled(6700, event.LocalRunqueue, 12000, 13000, 100, 60, 2)
+	sc.deadline(6700, "labapp", 16000, 300, 221, "main.acquire (/src/labapp/pool.go:31)")
 	return sc
 }

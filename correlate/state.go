@@ -127,6 +127,13 @@ type proc struct {
 	reqFirst        uint64
 	reqLast         uint64
 	reqBindingCount uint64
+	// Local time lost, per kind (index event.LocalKind-1), in stream order;
+	// localSince is when each kind was first seen (a source watching),
+	// localLast when it was last heard from.
+	local      [3]ring[localIv]
+	hasLocal   [3]bool
+	localSince [3]uint64
+	localLast  [3]uint64
 }
 
 // socketIndex returns the slot of cookie's socket, creating it.

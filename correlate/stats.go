@@ -8,6 +8,7 @@ type Stats struct {
 	Activity  uint64 `json:"activity"` // activity samples, in either form
 	Bindings  uint64 `json:"bindings"`
 	Deadlines uint64 `json:"deadlines"`
+	Local     uint64 `json:"local"` // local time-lost intervals (throttling, run-queue, GC)
 	Reports   uint64 `json:"reports"`
 
 	// Unjoinable counts events without a socket cookie, which cannot be
@@ -28,6 +29,8 @@ type Stats struct {
 	GoroutinesEvicted uint64 `json:"goroutines_evicted"` // MaxGoroutines reached, or their process evicted
 	GoroutinesIdle    uint64 `json:"goroutines_idle"`
 	BindingsEvicted   uint64 `json:"bindings_evicted"` // pushed out of a goroutine's history
+	LocalEvicted      uint64 `json:"local_evicted"`    // local intervals pushed out of a process's history
+	LocalInvalid      uint64 `json:"local_invalid"`    // local events with an unknown kind or a start after their end, ignored
 	ProcessesEvicted  uint64 `json:"processes_evicted"`
 	ProcessesIdle     uint64 `json:"processes_idle"`
 

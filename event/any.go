@@ -1,9 +1,9 @@
 package event
 
 // Any is one event of the time-ordered stream that correlate/ consumes and
-// record/ stores: *TCP, *Deadline, *SockActivity or *Binding. The interface
-// is sealed (its marker method is unexported) so a type switch over these
-// four is complete; pointers keep a switch free of copies and allocations.
+// record/ stores: *TCP, *Deadline, *SockActivity, *Binding or *Local. The
+// interface is sealed (its marker method is unexported) so a type switch over
+// these five is complete; pointers keep a switch free of copies and allocations.
 type Any interface {
 	// MonoTime is the event's CLOCK_MONOTONIC time in nanoseconds: the
 	// stream's order.

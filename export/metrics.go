@@ -48,8 +48,8 @@ type Metrics struct {
 
 	// endings counts context endings. Labels: service (≤ MaxServices+1),
 	// outcome (deadline_exceeded, expired_at_creation, parent_cancelled:
-	// the children an expiry cancelled), cause (the 10 correlate classes).
-	// At most (MaxServices+1) × 3 × 10 series; one service traced: 30.
+	// the children an expiry cancelled), cause (the 13 correlate classes).
+	// At most (MaxServices+1) × 3 × 13 series; one service traced: 39.
 	endings *prometheus.CounterVec
 	// budget is the budget (deadline − creation) of expired contexts whose
 	// creation was seen (detail probes on). Label: service. At most
@@ -69,6 +69,11 @@ type Metrics struct {
 	// --hang-after (hung_call), once per call. Labels: service, call. At
 	// most (MaxServices+1) × 4.
 	hung *prometheus.CounterVec
+	// localLost is the time each expired context lost to local causes
+	// during its life, one observation per report and kind whose source
+	// was watching. Labels: service, kind (throttled, runqueue, gc_pause).
+	// At most (MaxServices+1) × 3 × 16 series (13 buckets, +Inf, sum, count).
+	localLost *prometheus.HistogramVec
 	// retransmits counts kernel retransmits. Labels: kind (rto,
 	// fast_retransmit, tlp, syn_retransmit, synack_retransmit,
 	// retransmit), peer (≤ MaxPeers+1). At most 6 × (MaxPeers+1).
@@ -142,6 +147,10 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		hung: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "hung_calls_total",
 			Help: "Outbound calls without a deadline still waiting after --hang-after (hung_call; tracer trace --audit), by service and call kind."},
 			[]string{"service", "call"}),
+		localLost: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "timeout_local_lost_seconds",
+			Help:    "Time each expired context lost to local causes during its life (cgroup CPU throttling, run-queue delay, GC stop-the-world pauses), by service and kind.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}},
+			[]string{"service", "kind"}),
 		retransmits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "tcp_retransmits_total",
 			Help: "TCP retransmits of traced processes' sockets, by kind (rto = the retransmission timer fired) and peer (address:server port)."},
 			[]string{"kind", "peer"}),
@@ -166,7 +175,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 			[]string{"label"}),
 	}
 	m.sources = newSourceCollector()
-	m.reg.MustRegister(m.endings, m.budget, m.remaining, m.missing, m.hung, m.retransmits, m.connectFailures, m.resets, m.suppressed, m.attached,
+	m.reg.MustRegister(m.endings, m.budget, m.remaining, m.missing, m.hung, m.localLost, m.retransmits, m.connectFailures, m.resets, m.suppressed, m.attached,
 		m.skipped, m.attach, m.overflow, m.sources,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -199,6 +208,16 @@ func (m *Metrics) Export(r *correlate.Report) {
 	}
 	if b, ok := d.Budget(); ok && b >= 0 {
 		m.budget.WithLabelValues(svc).Observe(b.Seconds())
+	}
+	if l := r.Cause.Local; l != nil {
+		for _, f := range []struct {
+			kind string
+			v    *float64
+		}{{"throttled", l.ThrottledMs}, {"runqueue", l.RunqueueMs}, {"gc_pause", l.GCPauseMs}} {
+			if f.v != nil {
+				m.localLost.WithLabelValues(svc, f.kind).Observe(*f.v / 1000)
+			}
+		}
 	}
 }
 

@@ -93,6 +93,10 @@ const (
 	attrCookie          = "tcp.socket_cookie"
 	attrEventsOmitted   = "tcp.events_omitted"
 	attrError           = "error.type"
+	attrLocalThrottled  = "timeout.local.throttled_ms"
+	attrLocalRunqueue   = "timeout.local.runqueue_ms"
+	attrLocalGCPause    = "timeout.local.gc_pause_ms"
+	attrLocalWindow     = "timeout.local.window_ms"
 )
 
 // causeContextDeadline is timeout.cause of every report: the reported
@@ -165,6 +169,7 @@ func planSpan(r *correlate.Report, p Process) spanPlan {
 	if p.PodUID != "" {
 		a = append(a, attribute.String(attrPodUID, p.PodUID))
 	}
+	a = append(a, localAttrs(r.Cause.Local)...)
 	a = append(a, attribute.Int(attrConnections, len(r.Cause.Connections)))
 	if len(r.Cause.Connections) > 0 {
 		a = append(a, connectionAttrs(&r.Cause.Connections[0])...)
@@ -175,6 +180,24 @@ func planSpan(r *correlate.Report, p Process) spanPlan {
 		sp.attrs = append(sp.attrs, attribute.Int(attrEventsOmitted, n))
 	}
 	return sp
+}
+
+// localAttrs are the local time lost; a figure whose source was not
+// watching is left out (never 0).
+func localAttrs(l *correlate.LocalTime) []attribute.KeyValue {
+	if l == nil {
+		return nil
+	}
+	a := []attribute.KeyValue{attribute.Float64(attrLocalWindow, l.WindowMs)}
+	for _, f := range []struct {
+		key string
+		v   *float64
+	}{{attrLocalThrottled, l.ThrottledMs}, {attrLocalRunqueue, l.RunqueueMs}, {attrLocalGCPause, l.GCPauseMs}} {
+		if f.v != nil {
+			a = append(a, attribute.Float64(f.key, *f.v))
+		}
+	}
+	return a
 }
 
 // connectionAttrs describes the first connection: the one the class was

@@ -158,6 +158,14 @@ func (w *TimeoutWriter) WriteHung(c *event.Call, target string, waiting time.Dur
 	return err
 }
 
+// msOrDash writes a local figure, "-" when its source was not watching.
+func msOrDash(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fms", *v)
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -201,6 +209,11 @@ func (w *TimeoutWriter) WriteReport(r *correlate.Report) error {
 		trace = "-"
 	}
 	_, err := fmt.Fprintf(w.w, "              trace %s  cause %s (%s): %s\n", trace, r.Cause.Class, r.Cause.Confidence, r.Cause.Summary)
+	if err == nil && r.Cause.Local != nil {
+		l := r.Cause.Local
+		_, err = fmt.Fprintf(w.w, "              local: throttled %s  runqueue %s  gc_pause %s  (of %.1f ms)\n",
+			msOrDash(l.ThrottledMs), msOrDash(l.RunqueueMs), msOrDash(l.GCPauseMs), l.WindowMs)
+	}
 	if err == nil && (r.ContainerID != "" || r.PodUID != "") {
 		pod := r.PodUID
 		if r.PodName != "" {

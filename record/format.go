@@ -12,10 +12,14 @@ import (
 	"github.com/timeout-tracer/tracer/event"
 )
 
-// FormatName and Version identify the format in the header line.
+// FormatName and Version identify the format in the header line. Version 2
+// added the "local" event type (time a process lost to CPU throttling,
+// run-queue waits and GC pauses); a version 1 recording is a valid version 2
+// one without them, so readers accept MinVersion through Version.
 const (
 	FormatName = "timeout-tracer-events"
-	Version    = 1
+	Version    = 2
+	MinVersion = 1
 )
 
 // The type tags of event lines.
@@ -24,6 +28,7 @@ const (
 	TypeDeadline = "deadline"
 	TypeActivity = "activity"
 	TypeBinding  = "binding"
+	TypeLocal    = "local"
 )
 
 // Errors a Reader or Writer wraps; match them with errors.Is.
@@ -101,6 +106,11 @@ type line struct {
 	CreatedGoid  uint64   `json:"created_goid,omitempty"`
 
 	Source string `json:"source,omitempty"`
+
+	StartMono uint64 `json:"start_mono,omitempty"`
+	Lost      string `json:"lost,omitempty"`
+	Count     uint32 `json:"count,omitempty"`
+	Total     string `json:"total,omitempty"`
 }
 
 // toLine fills l (reset by the caller) from an event.
@@ -148,6 +158,15 @@ func toLine(ev event.Any, l *line) error {
 		}
 	case *event.Binding:
 		*l = line{Type: TypeBinding, Mono: e.Mono, PID: e.PID, Goid: e.Goid, Cookie: e.Cookie, Source: e.Source}
+	case *event.Local:
+		if !e.Kind.Valid() {
+			return fmt.Errorf("local kind %d: %w", uint8(e.Kind), ErrUnencodable)
+		}
+		if e.Start > e.Mono || e.Lost < 0 || e.Total < 0 {
+			return fmt.Errorf("local event: start after end or negative time: %w", ErrUnencodable)
+		}
+		*l = line{Type: TypeLocal, Mono: e.Mono, StartMono: e.Start, PID: e.PID, Kind: e.Kind.String(),
+			Lost: e.Lost.String(), Count: e.Count, Total: durString(e.Total)}
 	case nil:
 		return fmt.Errorf("nil event: %w", ErrUnencodable)
 	default:
@@ -222,6 +241,25 @@ func fromLine(l *line) (event.Any, error) {
 		ev = e
 	case TypeBinding:
 		ev = &event.Binding{Mono: l.Mono, PID: l.PID, Goid: l.Goid, Cookie: l.Cookie, Source: l.Source}
+	case TypeLocal:
+		e := &event.Local{Mono: l.Mono, Start: l.StartMono, PID: l.PID, Count: l.Count}
+		var err error
+		e.Kind, err = event.ParseLocalKind(l.Kind)
+		check("kind", err)
+		if l.Lost == "" {
+			check("lost", errors.New("missing"))
+		}
+		e.Lost, err = parseDur(l.Lost)
+		check("lost", err)
+		e.Total, err = parseDur(l.Total)
+		check("total", err)
+		if e.Start > e.Mono {
+			check("start_mono", fmt.Errorf("%d is after mono %d", e.Start, e.Mono))
+		}
+		if e.Lost < 0 || e.Total < 0 {
+			check("lost", errors.New("negative"))
+		}
+		ev = e
 	case "":
 		return nil, fmt.Errorf("no type: %w", ErrBadEvent)
 	default:

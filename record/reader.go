@@ -55,8 +55,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if h.Format != FormatName {
 		return nil, rd.errorf("format %q: %w", h.Format, ErrHeader)
 	}
-	if h.Version != Version {
-		return nil, rd.errorf("version %d (this reader knows %d): %w", h.Version, Version, ErrVersion)
+	if h.Version < MinVersion || h.Version > Version {
+		return nil, rd.errorf("version %d (this reader knows %d to %d): %w", h.Version, MinVersion, Version, ErrVersion)
 	}
 	rd.header = h
 	return rd, nil

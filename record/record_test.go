@@ -29,6 +29,8 @@ func fillAll(t *testing.T, v any) {
 			f.Set(reflect.ValueOf(event.TCPState(2 + i%3)))
 		case sf.Type == reflect.TypeOf(event.CAState(0)):
 			f.Set(reflect.ValueOf(event.CAState(4)))
+		case sf.Type == reflect.TypeOf(event.LocalKind(0)):
+			f.Set(reflect.ValueOf(event.LocalRunqueue))
 		case sf.Type == reflect.TypeOf(event.ExpiryKind(0)):
 			f.Set(reflect.ValueOf(event.ExpiredAtCreation))
 		case sf.Type == reflect.TypeOf(syscall.Errno(0)):
@@ -56,12 +58,13 @@ func fillAll(t *testing.T, v any) {
 }
 
 func TestRoundTripEveryField(t *testing.T) {
-	events := []event.Any{new(event.TCP), new(event.Deadline), new(event.SockActivity), new(event.Binding)}
+	events := []event.Any{new(event.TCP), new(event.Deadline), new(event.SockActivity), new(event.Binding), new(event.Local)}
 	for _, ev := range events {
 		fillAll(t, ev)
 	}
 	// Also the zero value of each (all fields left out) and an activity TCP event.
 	events = append(events, &event.TCP{Kind: event.TCPClose}, &event.Deadline{}, &event.SockActivity{}, &event.Binding{},
+		&event.Local{Kind: event.LocalGCPause, Start: 3, Mono: 3},
 		&event.TCP{Kind: event.TCPActivity, Mono: 5, Goid: 7, Sent: true, Peer: netip.MustParseAddrPort("[fe80::1%eth0]:443")})
 
 	var buf bytes.Buffer
@@ -105,7 +108,7 @@ func TestReaderErrorsNameTheLine(t *testing.T) {
 		{"empty", "", 1, ErrHeader},
 		{"not json", "hello\n", 1, ErrHeader},
 		{"other format", `{"format":"pcap","version":1}` + "\n", 1, ErrHeader},
-		{"future version", `{"format":"timeout-tracer-events","version":2}` + "\n", 1, ErrVersion},
+		{"future version", `{"format":"timeout-tracer-events","version":3}` + "\n", 1, ErrVersion},
 		{"bad json", hdr + `{"type":"tcp","mono":1,"kind":"rto"}` + "\n{\n", 3, ErrBadEvent},
 		{"unknown type", hdr + `{"type":"udp","mono":1}` + "\n", 2, ErrBadEvent},
 		{"no type", hdr + "\n" + `{"mono":1}` + "\n", 3, ErrBadEvent},
@@ -115,6 +118,10 @@ func TestReaderErrorsNameTheLine(t *testing.T) {
 		{"bad time", hdr + `{"type":"deadline","mono":1,"deadline":"tomorrow"}` + "\n", 2, ErrBadEvent},
 		{"bad state", hdr + `{"type":"tcp","mono":1,"kind":"rto","state":"DANCING"}` + "\n", 2, ErrBadEvent},
 		{"wrong json type", hdr + `{"type":"binding","mono":"soon"}` + "\n", 2, ErrBadEvent},
+		{"local without lost", hdr + `{"type":"local","mono":2,"kind":"gc_pause"}` + "\n", 2, ErrBadEvent},
+		{"local unknown kind", hdr + `{"type":"local","mono":2,"kind":"swap","lost":"1ms"}` + "\n", 2, ErrBadEvent},
+		{"local start after end", hdr + `{"type":"local","mono":2,"start_mono":3,"kind":"runqueue","lost":"1ms"}` + "\n", 2, ErrBadEvent},
+		{"local negative", hdr + `{"type":"local","mono":2,"kind":"throttled","lost":"-1ms"}` + "\n", 2, ErrBadEvent},
 		{"too long", hdr + `{"type":"binding","source":"` + strings.Repeat("x", MaxLine) + `"}` + "\n", 2, ErrLineTooLong},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,6 +44,7 @@ type daemonFlags struct {
 	excludePod       []string
 	maxProcesses     int
 	detail           string
+	local            string
 	policy           adaptive.Policy
 	shutdownTimeout  time.Duration
 	rescan           time.Duration
@@ -95,6 +96,7 @@ Every flag can also come from --config, a YAML file of flag names and values
 	fl.StringSliceVar(&f.excludePod, "exclude-pod", nil, "never trace pods whose name matches one of these globs (repeatable)")
 	fl.IntVar(&f.maxProcesses, "max-processes", 256, "trace at most this many processes; the others are skipped, logged and counted (reason cap)")
 	fl.StringVar(&f.detail, "detail", "auto", "detail probes: auto, always or never")
+	fl.StringVar(&f.local, "local", "auto", "local causes (CPU throttling, run-queue delay, GC pauses): auto (the scheduler hooks only while some process's detail probes are on), always or never")
 	fl.IntVar(&f.policy.Threshold, "detail-threshold", f.policy.Threshold, "auto: expiries of a process within --detail-window that attach its detail probes")
 	fl.DurationVar(&f.policy.Window, "detail-window", f.policy.Window, "auto: window for --detail-threshold")
 	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach a process's detail probes after this long without an expiry")
@@ -176,6 +178,9 @@ func (f *daemonFlags) logger(g *globalFlags, fl *pflag.FlagSet, root *pflag.Flag
 func (f *daemonFlags) validate() error {
 	if !contains(detailModes, f.detail) {
 		return fmt.Errorf("unknown --detail %q: use auto, always or never", f.detail)
+	}
+	if !contains(pipeline.LocalModes, f.local) {
+		return fmt.Errorf("unknown --local %q: use auto, always or never", f.local)
 	}
 	if err := f.policy.Validate(); err != nil {
 		return err
@@ -273,7 +278,8 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 	}
 	defer pods.Close()
 	cfg := agent.Config{
-		Pipeline: pipeline.Config{Detail: f.detail, Policy: f.policy, Logger: log},
+		Pipeline: pipeline.Config{Detail: f.detail, Policy: f.policy, Logger: log,
+			Local: pipeline.LocalConfig{Mode: f.local, CgroupRoot: f.cgroupRoot}},
 		Sink:     sink,
 		Admit:    filter.Match,
 		NeedsPod: filter.NeedsPod() && pods.Enabled(),

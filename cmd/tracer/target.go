@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/timeout-tracer/tracer/internal/adaptive"
+	"github.com/timeout-tracer/tracer/internal/pipeline"
 )
 
 // targetFlags are the flags of the commands that attach to one Go process
@@ -18,6 +19,7 @@ type targetFlags struct {
 	duration time.Duration
 	detail   string
 	policy   adaptive.Policy
+	local    pipeline.LocalConfig
 }
 
 func (f *targetFlags) bind(fl *pflag.FlagSet, verb string) {
@@ -28,6 +30,8 @@ func (f *targetFlags) bind(fl *pflag.FlagSet, verb string) {
 	fl.IntVar(&f.policy.Threshold, "detail-threshold", f.policy.Threshold, "auto: expiries within --detail-window that attach detail")
 	fl.DurationVar(&f.policy.Window, "detail-window", f.policy.Window, "auto: window for --detail-threshold")
 	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach detail after this long without an expiry")
+	fl.StringVar(&f.local.Mode, "local", "auto", "local causes (CPU throttling, run-queue delay, GC pauses): auto (the scheduler hooks only with the detail tier), always or never")
+	fl.StringVar(&f.local.CgroupRoot, "cgroup-root", "/sys/fs/cgroup", "where the cgroup filesystems are mounted (a node agent: the host's, e.g. /host/sys/fs/cgroup)")
 }
 
 // start validates the flags, checks the process exists, and returns a
@@ -35,6 +39,9 @@ func (f *targetFlags) bind(fl *pflag.FlagSet, verb string) {
 func (f *targetFlags) start(ctx context.Context, verb string) (context.Context, context.CancelFunc, <-chan struct{}, error) {
 	if !contains(detailModes, f.detail) {
 		return nil, nil, nil, fmt.Errorf("unknown --detail %q: use auto, always or never", f.detail)
+	}
+	if !contains(pipeline.LocalModes, f.local.Mode) {
+		return nil, nil, nil, fmt.Errorf("unknown --local %q: use auto, always or never", f.local.Mode)
 	}
 	if err := f.policy.Validate(); err != nil {
 		return nil, nil, nil, err

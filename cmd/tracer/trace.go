@@ -74,7 +74,7 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 		return err
 	}
 	defer ex.close()
-	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Audit: f.audit, HangAfter: f.hangAfter, Logger: log}, ex.sink(pipeline.Sink{
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Audit: f.audit, HangAfter: f.hangAfter, Logger: log}, ex.sink(pipeline.Sink{
 		Hung:    w.WriteHung,
 		Report:  w.WriteReport,
 		Missing: w.WriteMissing,

@@ -37,7 +37,10 @@ type Config struct {
 	// HangAfter (with Audit) reports a call without a deadline still
 	// waiting this long as hung. 0 means 10 s.
 	HangAfter time.Duration
-	Logger    *slog.Logger
+	// Local: the local-cause sources (CPU throttling, run-queue delay, GC
+	// pauses).
+	Local  LocalConfig
+	Logger *slog.Logger
 }
 
 // Sink receives what the pipeline produces, in order.
@@ -91,6 +94,8 @@ type Pipeline struct {
 	missing []event.Call
 	// open are the calls without a deadline still in flight, by goroutine.
 	open map[callKey]*openCall
+	// local are the local-cause sources.
+	local local
 }
 
 // procState is one traced process: its probes and its adaptive switch.
@@ -208,6 +213,9 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 	if err := p.corrStart(); err != nil {
 		return nil, err
 	}
+	if err := p.startLocal(); err != nil {
+		return nil, err
+	}
 	if err := p.track(p.goP); err != nil {
 		return nil, err
 	}
@@ -232,6 +240,9 @@ func StartNode(cfg Config, sink Sink) (_ *Pipeline, err error) {
 		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
 	}
 	if err := p.corrStart(); err != nil {
+		return nil, err
+	}
+	if err := p.startLocal(); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -279,7 +290,7 @@ func (p *Pipeline) RemoveProcess(pid int) error {
 	if !ok {
 		return nil
 	}
-	return errors.Join(p.goN.Remove(pid), p.tcp.UnregisterGoProcess(uint32(pid)))
+	return errors.Join(p.goN.Remove(pid), p.tcp.UnregisterGoProcess(uint32(pid)), p.untrackLocal(uint32(pid)))
 }
 
 // Traced reports whether pid is traced.
@@ -313,6 +324,7 @@ func (p *Pipeline) track(g *collector.GoProbes) error {
 			return err
 		}
 	}
+	p.trackLocal(g)
 	p.mu.Lock()
 	p.procs[pid] = ps
 	p.added = append(p.added, pid)
@@ -359,6 +371,7 @@ func (p *Pipeline) setDetail(ps *procState, on bool, reason string) error {
 		return fmt.Errorf("switch detail probes: %w", err)
 	}
 	p.log.Info("detail probes switched", "pid", pid, "on", on, "reason", reason)
+	p.localDetail(pid, on)
 	if p.sink.Detail != nil {
 		return p.sink.Detail(time.Now(), pid, on, reason)
 	}
@@ -384,6 +397,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	tcpEvents, goEvents, bindings := p.tcp.Events(), p.goN.Events(), p.goN.Bindings()
+	localEvents := p.local.events()
 	var calls <-chan event.Call
 	if p.cfg.Audit {
 		calls = p.goN.Calls()
@@ -425,6 +439,12 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				continue
 			}
 			p.buf = append(p.buf, &b)
+		case l, ok := <-localEvents:
+			if !ok {
+				localEvents = nil
+				continue
+			}
+			p.buf = append(p.buf, &l)
 		case <-tick.C:
 			p.watchAdded()
 			if p.cfg.Detail == "auto" {
@@ -459,8 +479,13 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 // releases everything and flushes the correlator's pending deadlines.
 func (p *Pipeline) finish(tcpEvents <-chan event.TCP, goEvents <-chan event.Deadline, bindings <-chan event.Binding) error {
 	end := time.After(2 * reorder)
+	localEvents := p.local.events()
 	for {
 		select {
+		case l, ok := <-localEvents:
+			if ok {
+				p.buf = append(p.buf, &l)
+			}
 		case ev, ok := <-tcpEvents:
 			if ok {
 				p.buf = append(p.buf, &ev)
@@ -540,9 +565,9 @@ func (p *Pipeline) emit(rs []correlate.Report) error {
 	return nil
 }
 
-// Close detaches both collectors.
+// Close detaches both collectors and the local-cause sources.
 func (p *Pipeline) Close() error {
-	var errs []error
+	errs := []error{p.local.close()}
 	if p.tcp != nil {
 		errs = append(errs, p.tcp.Close())
 	}

@@ -105,4 +105,5 @@ func runChecks(ctx context.Context, cfg config, out *reporter) {
 			out.check(name, err, msg)
 		}
 	}
+	localChecks(out)
 }

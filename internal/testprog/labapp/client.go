@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,10 @@ type clientConfig struct {
 	wait        bool
 	localWait   time.Duration
 	retry       bool
+	burn        int
+	ballastMB   int
+	garbageKB   int
+	gogc        int
 }
 
 // bind registers the client flags on fs.
@@ -52,6 +57,10 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&c.retry, "retry", false, "retry a failed call every 50 ms until the deadline (a reset or refused connect then ends in a timeout)")
 	fs.DurationVar(&c.localWait, "local-wait", 0,
 		"before each call, wait for a token of a local semaphore that one goroutine refills every this long: a deadline can expire in the wait, with no network I/O (0: no semaphore)")
+	fs.IntVar(&c.burn, "burn", 0, "CPU-burning sidecar goroutines that spin for the whole run (with a CPU quota: throttling)")
+	fs.IntVar(&c.ballastMB, "ballast-mb", 0, "keep a live pointer-heavy heap of this many MiB (with a small GOGC: long GC cycles)")
+	fs.IntVar(&c.garbageKB, "garbage-kb", 0, "allocate this many KiB of short-lived pointer-holding objects per request, under its deadline")
+	fs.IntVar(&c.gogc, "gogc", 0, "set the GC percentage (debug.SetGCPercent) before the ballast is made; 0 leaves GOGC alone")
 	fs.StringVar(&c.path, "path", "/work", "HTTP path")
 	fs.IntVar(&c.n, "n", 1, "number of requests")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "concurrent workers")
@@ -77,6 +86,9 @@ func (c *clientConfig) check(explicit map[string]bool) error {
 	case spanBefore, spanInside, spanNone:
 	default:
 		return fmt.Errorf("-span %q: want before, inside or none", c.span)
+	}
+	if c.burn < 0 || c.ballastMB < 0 || c.garbageKB < 0 {
+		return fmt.Errorf("-burn %d -ballast-mb %d -garbage-kb %d: want >= 0", c.burn, c.ballastMB, c.garbageKB)
 	}
 	if c.n < 0 || c.concurrency < 1 {
 		return fmt.Errorf("-n %d -concurrency %d: want n >= 0 and concurrency >= 1", c.n, c.concurrency)
@@ -143,6 +155,12 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 		callers = append(callers, c)
 	}
 
+	if cfg.gogc > 0 {
+		debug.SetGCPercent(cfg.gogc)
+	}
+	if cfg.ballastMB > 0 {
+		makeBallast(cfg.ballastMB)
+	}
 	if err := out.line(fmt.Sprintf("ready %d", os.Getpid())); err != nil {
 		return err
 	}
@@ -152,6 +170,7 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 		}
 	}
 
+	burn(ctx, cfg.burn)
 	r := &requester{cfg: cfg, callers: callers, targets: strings.Split(cfg.target, ",")}
 	if cfg.localWait > 0 {
 		r.sem = make(chan struct{})
@@ -265,6 +284,9 @@ func (r *requester) one(seq int) clientLine {
 		case <-ctx.Done():
 			err = ctx.Err() // the deadline expired in the local wait
 		}
+	}
+	if err == nil && r.cfg.garbageKB > 0 {
+		garbage(r.cfg.garbageKB)
 	}
 	if err == nil {
 		err = r.callers[seq%len(r.callers)].call(ctx)

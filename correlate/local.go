@@ -1,0 +1,242 @@
+package correlate
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// Local causes: time the process lost to CPU throttling, run-queue waits
+// and GC pauses during a context's life, and when they name the class.
+//
+// The window is the context's life, [creation, expiry], when the detail
+// probes saw the creation; else the LocalLookback (1 s) before the expiry,
+// and the report says it is approximate. Shares are taken of the window's
+// length: the life, not the budget, since a CPU-starved process fires its
+// timer late and its life outlasts the budget.
+//
+// The rule, applied after the network verdict:
+//
+//  1. rto, syn_timeout, reset and refused stay, whatever the local
+//     figures: unacknowledged data, an unanswered handshake or a refused or
+//     reset connection stop a request however much CPU it had. The local
+//     figures are still reported, and the note says they were large.
+//  2. Otherwise, when the largest local figure is at least LocalShare
+//     (30 %) of the window (the run-queue figure less the throttled time,
+//     which a throttled thread also spends runnable but not running), its kind names the class (cpu_throttled,
+//     runqueue_delay, gc_pause) and replaces zero_window, fast_retransmit,
+//     tlp, slow_peer, local or unknown: mild network trouble is repaired
+//     within a few round trips, and a peer that looks slow, or a wait that
+//     looks local, is just as well explained by a process that could not
+//     run for a third of its life. The network verdict is kept in the
+//     note and the connections stay listed.
+//  3. Otherwise the network verdict stands.
+//
+// Figures: throttled time is the growth of the cgroup's throttled_usec
+// between samples, spread evenly over the sample interval; run-queue time
+// is the mean wait of a thread that wanted a CPU, per accumulation
+// interval, spread likewise; GC pauses are exact intervals. Only the part
+// of an interval inside the window counts.
+
+// localIv is one interval of local time lost.
+type localIv struct {
+	start, end uint64
+	lost       uint64 // ns
+}
+
+func (c *Correlator) onLocal(l *event.Local) {
+	if !l.Kind.Valid() || l.Start > l.Mono || l.Lost < 0 {
+		c.stats.LocalInvalid++
+		return
+	}
+	p := c.procFor(l.PID, l.Mono)
+	if p == nil {
+		return
+	}
+	p.lastSeen = max(p.lastSeen, l.Mono)
+	k := int(l.Kind) - 1
+	if !p.hasLocal[k] || l.Start < p.localSince[k] {
+		p.hasLocal[k], p.localSince[k] = true, l.Start
+	}
+	p.localLast[k] = max(p.localLast[k], l.Mono)
+	if l.Lost == 0 {
+		// Nothing lost: it only says the source is watching.
+		return
+	}
+	if p.local[k].push(localIv{start: l.Start, end: l.Mono, lost: uint64(l.Lost)}, c.cfg.MaxLocalPerProcess) {
+		c.stats.LocalEvicted++
+	}
+}
+
+// WatchLocal declares that a local source of kind k watches pid from mono
+// on, so that a report with nothing lost says 0 rather than null.
+func (c *Correlator) WatchLocal(pid uint32, k event.LocalKind, mono uint64) {
+	if !k.Valid() {
+		return
+	}
+	p := c.procFor(pid, mono)
+	if p == nil {
+		return
+	}
+	i := int(k) - 1
+	if !p.hasLocal[i] || mono < p.localSince[i] {
+		p.hasLocal[i], p.localSince[i] = true, mono
+	}
+	p.localLast[i] = max(p.localLast[i], mono)
+}
+
+// lostIn sums the time lost in [lo, hi] from a ring in stream order.
+func lostIn(r *ring[localIv], lo, hi uint64) uint64 {
+	var sum float64
+	for i := r.len() - 1; i >= 0; i-- {
+		iv := r.at(i)
+		if iv.end < lo {
+			break // in order of their ends: the rest are older
+		}
+		if iv.start > hi {
+			continue
+		}
+		if iv.end == iv.start {
+			sum += float64(iv.lost)
+			continue
+		}
+		a, b := max(iv.start, lo), min(iv.end, hi)
+		if b > a {
+			sum += float64(iv.lost) * float64(b-a) / float64(iv.end-iv.start)
+		}
+	}
+	return uint64(sum)
+}
+
+// localFigures returns the local time lost in d's window, nil when no
+// local source watches the process, and the window's length the rule
+// compares with.
+func (c *Correlator) localFigures(d *event.Deadline) (*LocalTime, [3]uint64, uint64) {
+	var lost [3]uint64
+	p := c.procs[d.PID]
+	lo, hi := subSat(d.Mono, uint64(c.cfg.LocalLookback)), d.Mono
+	approximate := true
+	if d.Detail && d.CreatedMono != 0 && d.CreatedMono <= d.Mono {
+		lo, approximate = d.CreatedMono, false
+	}
+	// The shares are of the context's whole life, creation to the timer's
+	// firing: a CPU-starved process fires its timers late, so the life can
+	// be much longer than the budget, and the time lost is taken of it.
+	life := hi - lo
+	if p == nil || !(p.watched(0, lo, hi) || p.watched(1, lo, hi) || p.watched(2, lo, hi)) {
+		return nil, lost, 0
+	}
+	lt := &LocalTime{WindowMs: msOf(hi - lo), Approximate: approximate}
+	for k := range lost {
+		// A source that started watching after the window began cannot
+		// vouch for all of it, but what it saw counts.
+		if !p.watched(k, lo, hi) {
+			continue
+		}
+		lost[k] = min(lostIn(&p.local[k], lo, hi), hi-lo)
+		v := msOf(lost[k])
+		switch event.LocalKind(k + 1) {
+		case event.LocalThrottled:
+			lt.ThrottledMs = &v
+		case event.LocalRunqueue:
+			lt.RunqueueMs = &v
+		case event.LocalGCPause:
+			lt.GCPauseMs = &v
+		}
+	}
+	return lt, lost, life
+}
+
+// heartbeatGap is how long a sampled source (throttling, run-queue) may
+// stay silent while watching: the collectors send an interval at least once
+// a second, lost time or not. GC pauses are events: their source watches
+// from its first sign on, and silence means no pause.
+const heartbeatGap = uint64(1500 * time.Millisecond)
+
+// watched reports whether a source of kind index k watched the process
+// during [lo, hi]: it started before hi and, for sampled sources, was heard
+// from recently enough before lo or since (the scheduler hooks are
+// detached while the process is not timing out).
+func (p *proc) watched(k int, lo, hi uint64) bool {
+	if !p.hasLocal[k] || p.localSince[k] > hi {
+		return false
+	}
+	if event.LocalKind(k+1) == event.LocalGCPause {
+		return true
+	}
+	return p.localLast[k]+heartbeatGap >= lo
+}
+
+var localClasses = [3]Class{ClassCPUThrottled, ClassRunqueueDelay, ClassGCPause}
+
+// applyLocal adds the local figures to cause and, by the rule above, may
+// name the class after the largest.
+func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
+	lt, lost, life := c.localFigures(d)
+	if lt == nil {
+		return
+	}
+	cause.Local = lt
+	// A throttled thread is runnable but not running: throttled time shows
+	// in the run-queue figure too. Only the run-queue time beyond it counts
+	// against the other kinds.
+	cmpLost := lost
+	if lt.ThrottledMs != nil {
+		cmpLost[1] = subSat(lost[1], lost[0])
+	}
+	best := 0
+	for k := range cmpLost {
+		if cmpLost[k] > cmpLost[best] {
+			best = k
+		}
+	}
+	lost = cmpLost
+	if life == 0 || lost[best] == 0 || float64(lost[best]) < c.cfg.LocalShare*float64(life) {
+		return
+	}
+	share := float64(lost[best]) / float64(life)
+	what := localWhat(best, lost[best], share, life, lt.Approximate)
+	switch cause.Class {
+	case ClassRTO, ClassSynTimeout, ClassReset, ClassRefused:
+		cause.Note = joinNote(cause.Note, fmt.Sprintf("%s as well; the class stays %s: the network failure stops a request whatever the CPU did", what, cause.Class))
+		return
+	}
+	prev := cause.Class
+	cause.Class = localClasses[best]
+	if cause.Confidence == None || cause.Confidence == Ambiguous {
+		cause.Confidence = Probable
+	}
+	was := fmt.Sprintf("without the local figures the verdict was %s (%s)", prev, cause.Summary)
+	cause.Summary = what
+	cause.Note = joinNote(cause.Note, was)
+}
+
+func localWhat(k int, lost uint64, share float64, life uint64, approx bool) string {
+	of := "of the context's " + fmtDur(life) + " life"
+	if approx {
+		of = "of the " + fmtDur(life) + " before the expiry (creation not seen)"
+	}
+	var verb string
+	switch event.LocalKind(k + 1) {
+	case event.LocalThrottled:
+		verb = "the process's cgroup was CPU-throttled for"
+	case event.LocalRunqueue:
+		verb = "the process's threads waited for a CPU for"
+	case event.LocalGCPause:
+		verb = "the Go GC stopped the world for"
+	}
+	return fmt.Sprintf("%s %s (%.0f %% %s)", verb, fmtDur(lost), share*100, of)
+}
+
+func joinNote(note, more string) string {
+	if note == "" {
+		return more
+	}
+	return strings.Join([]string{note, more}, "; ")
+}
+
+func msOf(ns uint64) float64 {
+	return float64(ns/1000) / 1000
+}
