@@ -275,6 +275,13 @@ func testWatch(t *testing.T, watchList bool, wantRequests string) {
 		t.Errorf("holds %d pods, want 2", n)
 	}
 
+	// The API server drops the watch (a restart, a load balancer's idle
+	// timeout): client-go watches again and the cache stays current.
+	srv.CloseClientConnections()
+	<-api.watchOpened
+	api.event("MODIFIED", pod(uidA, "shop", "api-0", map[string]string{"app": "api", "version": "3"}))
+	waitFor(t, "MODIFIED pod A after the watch was re-opened", func() bool { p, _ := w.Lookup(uidA); return p.Labels["version"] == "3" })
+
 	// Only what Lookup needs is kept: not the spec, not other annotations.
 	for _, obj := range w.informer.GetStore().List() {
 		p := obj.(*corev1.Pod)

@@ -32,6 +32,15 @@ var ErrNoExecutable = errors.New("process has no executable (kernel thread or zo
 // FileID run the same executable file, so the daemon attaches its uprobes
 // once per FileID. Same fields as gobin.FileID: convert with
 // gobin.FileID(id.File).
+//
+// On overlayfs (container images) every container's root is a mount of its
+// own with its own device number: the same image file run in two containers
+// has two FileIDs, with the same inode number and different devices
+// (measured on Linux 6.18; /proc/PID/maps shows the overlay device too). So
+// a FileID never merges two different files, but it does not merge the
+// replicas of one image either, while the kernel's uprobe is one per real
+// (lower) inode: probes attached once per FileID must filter their events
+// by process, or the same hit is reported once per attachment.
 type FileID struct {
 	Dev uint64
 	Ino uint64

@@ -113,6 +113,14 @@ func TestIdentifyKernelThread(t *testing.T) {
 		t.Skipf("pid 2 is not kthreadd here (%q, %v): no kernel thread at a known pid", comm, err)
 	}
 	_, err = Identify("/proc", 2)
+	if os.Getuid() != 0 {
+		// The kernel checks the right to look before it says there is
+		// nothing to see.
+		if !errors.Is(err, os.ErrPermission) {
+			t.Errorf("Identify(kthreadd) as uid %d = %v, want a permission error", os.Getuid(), err)
+		}
+		return
+	}
 	if !errors.Is(err, ErrNoExecutable) || errors.Is(err, ErrGone) {
 		t.Errorf("Identify(kthreadd) = %v, want ErrNoExecutable", err)
 	}
