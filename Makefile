@@ -62,8 +62,9 @@ test-unprivileged: ## the unit tests as user nobody: root-only tests must skip w
 			| grep -E '^(--- SKIP|--- FAIL|ok|FAIL|PASS|panic)|^ +[a-z_]+_test\.go:[0-9]+: ' ); \
 	done
 
-bench: build ## overhead and storm benchmarks (root): prints ratios; OTLP export throughput and memory
+bench: build ## overhead and storm benchmarks (root): prints ratios; correlator throughput; OTLP export throughput and memory
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/... ./export/
+	$(GO) test -run '^$$' -bench '^BenchmarkCorrelator' -benchtime 2x -count 1 -benchmem ./correlate/
 
 accuracy: build ## the accuracy matrix of the correlator in the fault lab (root): prints a table per scenario
 	$(GO) test -count=1 -run '^TestAccuracyMatrix$$' -v -timeout 30m ./cmd/tracer -args -accuracy.n=$${ACCURACY_N:-40}
