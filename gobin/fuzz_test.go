@@ -11,7 +11,7 @@ import (
 
 // fuzzSeed builds a tiny real Go program (stripped, so the pclntab path is
 // exercised and the input stays near 1 MiB) and returns its bytes.
-func fuzzSeed(f *testing.F, goarch string) []byte {
+func fuzzSeed(f testing.TB, goarch string) []byte {
 	f.Helper()
 	dir := f.TempDir()
 	src := "package main\n\nimport (\n\t\"context\"\n\t\"time\"\n)\n\nfunc main() {\n\tctx, cancel := context.WithTimeout(context.Background(), time.Second)\n\tdefer cancel()\n\t<-ctx.Done()\n}\n"
