@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/timeout-tracer/tracer/internal/adaptive"
+	"github.com/timeout-tracer/tracer/internal/storm"
 )
 
 // targetFlags are the flags of the commands that attach to one Go process
@@ -18,6 +19,7 @@ type targetFlags struct {
 	duration time.Duration
 	detail   string
 	policy   adaptive.Policy
+	storm    storm.Policy
 }
 
 func (f *targetFlags) bind(fl *pflag.FlagSet, verb string) {
@@ -28,6 +30,9 @@ func (f *targetFlags) bind(fl *pflag.FlagSet, verb string) {
 	fl.IntVar(&f.policy.Threshold, "detail-threshold", f.policy.Threshold, "auto: expiries within --detail-window that attach detail")
 	fl.DurationVar(&f.policy.Window, "detail-window", f.policy.Window, "auto: window for --detail-threshold")
 	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach detail after this long without an expiry")
+	f.storm = storm.DefaultPolicy
+	fl.Uint64Var(&f.storm.MaxHitsPerSec, "storm-max-hits", f.storm.MaxHitsPerSec, "storm guard: probe hits per second above which every probe is detached for --storm-cooldown (0: never)")
+	fl.DurationVar(&f.storm.Cooldown, "storm-cooldown", f.storm.Cooldown, "storm guard: how long probes stay detached after a storm trips the guard")
 }
 
 // start validates the flags, checks the process exists, and returns a
@@ -37,6 +42,9 @@ func (f *targetFlags) start(ctx context.Context, verb string) (context.Context, 
 		return nil, nil, nil, fmt.Errorf("unknown --detail %q: use auto, always or never", f.detail)
 	}
 	if err := f.policy.Validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := f.storm.Validate(); err != nil {
 		return nil, nil, nil, err
 	}
 	if f.pid <= 0 {
