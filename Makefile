@@ -52,7 +52,7 @@ test: build ## every test; as root the kernel and fault-lab tests run too
 test-unprivileged: ## the unit tests as user nobody: root-only tests must skip with a reason
 	@rm -rf /tmp/tt-unpriv && mkdir -p /tmp/tt-unpriv/bin && chmod -R 777 /tmp/tt-unpriv
 	$(GO) build -o /tmp/tt-unpriv/bin/tracer ./cmd/tracer
-	for p in tcpclient tcpsink deadlines httpload labapp; do $(GO) build -o /tmp/tt-unpriv/bin/$$p ./internal/testprog/$$p; done
+	for p in tcpclient tcpsink deadlines httpload labapp ctxstorm; do $(GO) build -o /tmp/tt-unpriv/bin/$$p ./internal/testprog/$$p; done
 	@set -eo pipefail; for pkg in $$($(GO) list -f '{{if .TestGoFiles}}{{.ImportPath}}{{end}}' ./...); do \
 		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); bin=/tmp/tt-unpriv/$$(basename $$pkg).test; \
 		$(GO) test -c -o $$bin $$pkg; chmod 755 $$bin; \
