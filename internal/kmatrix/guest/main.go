@@ -95,6 +95,7 @@ func runChecks(ctx context.Context, cfg config, out *reporter) {
 	for _, raw := range []bool{false, true} {
 		rtoChecks(ctx, cfg, out, raw)
 	}
+	enrichChecks(ctx, cfg, out)
 	for _, detail := range []bool{false, true} {
 		name := "go_cold"
 		if detail {
