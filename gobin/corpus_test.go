@@ -16,6 +16,7 @@ var writeCorpus = flag.Bool("corpus.write", false, "write the fuzzers' seed corp
 // moduledata heads), and, for the patching fuzzers, the real bytes of the
 // arm64 build's structures written over the amd64 build's (same program,
 // other layout: every field plausible, many wrong for this file).
+// The DWARF fuzzer gets the arm64 build's abbreviations and entries.
 // Run with -corpus.write; without it the test says so and skips.
 func TestWriteFuzzCorpus(t *testing.T) {
 	if !*writeCorpus {
@@ -107,5 +108,25 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		{"ctxprog-noptrdata", 4, section(ba, amd, ".noptrdata", 256)},
 	} {
 		must(fuzzcorpus.Write(dir, "FuzzOTelPatched", c.label, c.which, uint32(0), c.patch))
+	}
+	// FuzzDWARF spans: 0 .debug_abbrev, 1 the start of .debug_info, 2..
+	// the entries of the structs the tracer reads: the arm64 build's.
+	darm := dwarfSeed(t, "arm64")
+	db, err := newBinary("arm64-dwarf", bytes.NewReader(darm), nil)
+	must(err)
+	idx, err := db.dwarfTypes()
+	must(err)
+	info := section(db, darm, ".debug_info", 1<<30)
+	gAt := idx.structs["runtime.g"]
+	for _, c := range []struct {
+		label string
+		which uint8
+		patch []byte
+	}{
+		{"arm64-abbrev", 0, section(db, darm, ".debug_abbrev", 256)},
+		{"arm64-info-header", 1, info[:64]},
+		{"arm64-runtime-g-entry", 2, info[gAt : gAt+192]},
+	} {
+		must(fuzzcorpus.Write(dir, "FuzzDWARF", c.label, c.which, uint32(0), c.patch))
 	}
 }
