@@ -15,6 +15,7 @@ func (p *Pipeline) guardTick(now time.Time) error {
 	if p.guard == nil || now.Sub(p.guardAt) < storm.Interval {
 		return nil
 	}
+	defer p.snapStorm(now)
 	p.guardAt = now
 	s, err := p.goP.Stats()
 	if err != nil {
@@ -57,12 +58,21 @@ func (p *Pipeline) guardTick(now time.Time) error {
 	return nil
 }
 
-// StormStats are the storm guard's counters (zero when it is off).
+// snapStorm publishes the guard's counters for StormStats.
+func (p *Pipeline) snapStorm(now time.Time) {
+	s := p.guard.Stats(now)
+	p.stormMu.Lock()
+	p.stormSnap = s
+	p.stormMu.Unlock()
+}
+
+// StormStats are the storm guard's counters (zero when it is off), as of
+// its last look (at most storm.Interval ago while Run runs, final after).
+// Safe to call from any goroutine (metrics scrapes).
 func (p *Pipeline) StormStats() storm.Stats {
-	if p.guard == nil {
-		return storm.Stats{}
-	}
-	return p.guard.Stats(time.Now())
+	p.stormMu.Lock()
+	defer p.stormMu.Unlock()
+	return p.stormSnap
 }
 
 // stormTripped says whether the storm guard holds the probes detached.
