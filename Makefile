@@ -52,7 +52,7 @@ test: build ## every test; as root the kernel and fault-lab tests run too
 test-unprivileged: ## the unit tests as user nobody: root-only tests must skip with a reason
 	@rm -rf /tmp/tt-unpriv && mkdir -p /tmp/tt-unpriv/bin && chmod -R 777 /tmp/tt-unpriv
 	$(GO) build -o /tmp/tt-unpriv/bin/tracer ./cmd/tracer
-	for p in tcpclient tcpsink deadlines httpload labapp; do $(GO) build -o /tmp/tt-unpriv/bin/$$p ./internal/testprog/$$p; done
+	for p in tcpclient tcpsink deadlines httpload labapp ctxstorm; do $(GO) build -o /tmp/tt-unpriv/bin/$$p ./internal/testprog/$$p; done
 	@set -eo pipefail; for pkg in $$($(GO) list -f '{{if .TestGoFiles}}{{.ImportPath}}{{end}}' ./...); do \
 		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); bin=/tmp/tt-unpriv/$$(basename $$pkg).test; \
 		$(GO) test -c -o $$bin $$pkg; chmod 755 $$bin; \
@@ -62,8 +62,9 @@ test-unprivileged: ## the unit tests as user nobody: root-only tests must skip w
 			| grep -E '^(--- SKIP|--- FAIL|ok|FAIL|PASS|panic)|^ +[a-z_]+_test\.go:[0-9]+: ' ); \
 	done
 
-bench: build ## overhead and storm benchmarks (root): prints ratios; OTLP export throughput and memory
+bench: build ## overhead and storm benchmarks (root): prints ratios; correlator throughput; OTLP export throughput and memory
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/... ./export/
+	$(GO) test -run '^$$' -bench '^BenchmarkCorrelator' -benchtime 2x -count 1 -benchmem ./correlate/
 
 accuracy: build ## the accuracy matrix of the correlator in the fault lab (root): prints a table per scenario
 	$(GO) test -count=1 -run '^TestAccuracyMatrix$$' -v -timeout 30m ./cmd/tracer -args -accuracy.n=$${ACCURACY_N:-40}

@@ -144,6 +144,16 @@ func Check() CheckReport {
 		}
 	}
 
+	// Optional: never makes the check fail.
+	if e, err := StartEnrich(EnrichConfig{}); err != nil {
+		add(CheckItem{Name: "enrichment", OK: true, Detail: "not available (optional; tail loss probes come from the tracepoints): " + err.Error()})
+	} else {
+		add(CheckItem{Name: "enrichment", OK: true, Detail: "tcp_send_loss_probe attached via " + e.Via() + " (optional: every tail loss probe the kernel sends)"})
+		if err := e.Close(); err != nil {
+			add(CheckItem{Name: "detach enrichment", OK: false, Detail: err.Error(), Fix: "report a bug"})
+		}
+	}
+
 	r.OK = true
 	for _, it := range r.Items {
 		r.OK = r.OK && it.OK

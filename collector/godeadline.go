@@ -26,6 +26,9 @@ type GoConfig struct {
 	// means 50 ms.
 	PollInterval time.Duration
 	Logger       *slog.Logger
+	// tap, if set, sees every raw sample of both ring buffers before it is
+	// decoded (tests capture real records for the fuzz corpora with it).
+	tap func(ring string, raw []byte)
 }
 
 // GoStats are the probes' counters.
@@ -87,7 +90,7 @@ var ErrNotTraceable = errors.New("cannot trace this process")
 // and attaches the cold tier, for this process only. On error nothing is
 // left attached.
 func StartGo(cfg GoConfig) (*GoProbes, error) {
-	n, err := NewGoNode(GoNodeConfig{PollInterval: cfg.PollInterval, Logger: cfg.Logger})
+	n, err := NewGoNode(GoNodeConfig{PollInterval: cfg.PollInterval, Logger: cfg.Logger, tap: cfg.tap})
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,9 @@ type GoNodeConfig struct {
 	// means 50 ms.
 	PollInterval time.Duration
 	Logger       *slog.Logger
+	// tap, if set, sees every raw sample of both ring buffers before it is
+	// decoded (tests capture real records for the fuzz corpora with it).
+	tap func(ring string, raw []byte)
 }
 
 // GoNode owns one set of Go deadline programs, maps and ring buffers for
@@ -44,6 +47,7 @@ type GoNode struct {
 	calls    chan event.Call
 	done     chan struct{}
 	wg       sync.WaitGroup
+	tap      func(ring string, raw []byte)
 
 	// multi: uprobes are uprobe_multi BPF links, not perf events (see
 	// useUprobeMulti).
@@ -160,6 +164,7 @@ func NewGoNode(cfg GoNodeConfig) (_ *GoNode, err error) {
 		gone:     make(map[uint32]goneProc),
 		exes:     make(map[gobin.FileID]*sharedCold),
 		bins:     make(map[gobin.FileID]*binRef),
+		tap:      cfg.tap,
 	}
 	defer func() {
 		if err != nil {
@@ -426,6 +431,9 @@ func (n *GoNode) read(poll time.Duration) {
 	defer n.wg.Done()
 	defer close(n.events)
 	readRing(n.reader, poll, n.log, func(raw []byte) bool {
+		if n.tap != nil {
+			n.tap("go_events", raw)
+		}
 		if len(raw) < goEventSize {
 			n.countDecodeError()
 			return true
@@ -465,6 +473,9 @@ func (n *GoNode) readBindings(poll time.Duration) {
 		n.mu.Unlock()
 	}
 	readRing(n.bindRd, poll, n.log, func(raw []byte) bool {
+		if n.tap != nil {
+			n.tap("go_bindings", raw)
+		}
 		if len(raw) < bindingSize {
 			n.countDecodeError()
 			return true

@@ -41,6 +41,9 @@ type Config struct {
 	ForceRawTP bool
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
+	// tap, if set, sees every raw sample before it is decoded (tests
+	// capture real kernel records for the fuzz corpora with it).
+	tap func(raw []byte)
 }
 
 // HookStatus says how one tracepoint was attached, or why not.
@@ -77,6 +80,7 @@ type TCP struct {
 	events chan event.TCP
 	done   chan struct{}
 	wg     sync.WaitGroup
+	tap    func(raw []byte)
 
 	decodeErrors uint64
 	mu           sync.Mutex
@@ -116,6 +120,7 @@ func StartTCP(cfg Config) (_ *TCP, err error) {
 		maps:   map[string]*ebpf.Map{},
 		events: make(chan event.TCP, 4096),
 		done:   make(chan struct{}),
+		tap:    cfg.tap,
 	}
 	defer func() {
 		if err != nil {
@@ -300,6 +305,9 @@ func (c *TCP) read(poll time.Duration) {
 	defer c.wg.Done()
 	defer close(c.events)
 	readRing(c.reader, poll, c.log, func(raw []byte) bool {
+		if c.tap != nil {
+			c.tap(raw)
+		}
 		var ev event.TCP
 		if err := decodeTCP(raw, c.clk, &ev); err != nil {
 			c.mu.Lock()

@@ -142,4 +142,5 @@ func benchStream(b *testing.B, evs []event.Any) {
 	b.ReportMetric(float64(events)/cpu.Seconds(), "events/cpu-s")
 	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(events), "ns/event")
 	b.ReportMetric(float64(reports)/float64(events)*1e6, "reports/1Mevents")
+	b.ReportMetric(float64(reports)/elapsed.Seconds(), "reports/s")
 }

@@ -110,6 +110,9 @@ type Metrics struct {
 	peers    map[string]bool
 	sides    *socketSides
 	sources  *sourceCollector
+	// storm is registered by the first WatchStorm.
+	storm     *stormCollector
+	stormOnce sync.Once
 }
 
 // NewMetrics registers the metrics, with the Go runtime's and the

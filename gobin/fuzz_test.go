@@ -11,7 +11,13 @@ import (
 
 // fuzzSeed builds a tiny real Go program (stripped, so the pclntab path is
 // exercised and the input stays near 1 MiB) and returns its bytes.
-func fuzzSeed(f *testing.F, goarch string) []byte {
+func fuzzSeed(f testing.TB, goarch string) []byte {
+	f.Helper()
+	return fuzzSeedWith(f, goarch, "-s -w")
+}
+
+// fuzzSeedWith builds the fuzz seed program with these linker flags.
+func fuzzSeedWith(f testing.TB, goarch, ldflags string) []byte {
 	f.Helper()
 	dir := f.TempDir()
 	src := "package main\n\nimport (\n\t\"context\"\n\t\"time\"\n)\n\nfunc main() {\n\tctx, cancel := context.WithTimeout(context.Background(), time.Second)\n\tdefer cancel()\n\t<-ctx.Done()\n}\n"
@@ -22,7 +28,7 @@ func fuzzSeed(f *testing.F, goarch string) []byte {
 		f.Fatal(err)
 	}
 	out := filepath.Join(dir, "seed")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags="+ldflags, "-o", out, ".")
 	cmd.Dir = dir
 	cmd.Env = goEnv("GOARCH="+goarch, "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {

@@ -159,6 +159,10 @@ func (e *exporters) attached(pid int, p *pipeline.Pipeline) (detached func()) {
 		s, err := p.Probes().Stats()
 		return s.Dropped, err
 	})
+	e.metrics.WatchStorm(func() export.StormStats {
+		s := p.StormStats()
+		return export.StormStats{Trips: s.Trips, DetachedSeconds: s.Detached.Seconds(), UnseenEstimate: s.UnseenEstimate}
+	})
 	return func() { e.metrics.Attached(-1) }
 }
 

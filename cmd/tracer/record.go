@@ -71,12 +71,13 @@ func runRecord(cmd *cobra.Command, g *globalFlags, f *recordFlags) error {
 	}
 	stderr := cmd.ErrOrStderr()
 	n := 0
-	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Logger: log}, pipeline.Sink{
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Storm: f.storm, Logger: log}, pipeline.Sink{
 		Event: func(ev event.Any) error { n++; return w.Write(ev) },
 		Detail: func(t time.Time, pid uint32, on bool, reason string) error {
 			fmt.Fprintf(stderr, "detail probes %v for pid %d: %s\n", map[bool]string{true: "on", false: "off"}[on], pid, reason)
 			return nil
 		},
+		Storm: stormLine(stderr),
 	})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/internal/adaptive"
 	"github.com/timeout-tracer/tracer/internal/pipeline"
+	"github.com/timeout-tracer/tracer/internal/storm"
 )
 
 // targetFlags are the flags of the commands that attach to one Go process
@@ -20,6 +21,7 @@ type targetFlags struct {
 	detail   string
 	policy   adaptive.Policy
 	local    pipeline.LocalConfig
+	storm    storm.Policy
 }
 
 func (f *targetFlags) bind(fl *pflag.FlagSet, verb string) {
@@ -32,6 +34,9 @@ func (f *targetFlags) bind(fl *pflag.FlagSet, verb string) {
 	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach detail after this long without an expiry")
 	fl.StringVar(&f.local.Mode, "local", "auto", "local causes (CPU throttling, run-queue delay, GC pauses): auto (the scheduler hooks only with the detail tier), always or never")
 	fl.StringVar(&f.local.CgroupRoot, "cgroup-root", "/sys/fs/cgroup", "where the cgroup filesystems are mounted (a node agent: the host's, e.g. /host/sys/fs/cgroup)")
+	f.storm = storm.DefaultPolicy
+	fl.Uint64Var(&f.storm.MaxHitsPerSec, "storm-max-hits", f.storm.MaxHitsPerSec, "storm guard: probe hits per second above which every probe is detached for --storm-cooldown (0: never)")
+	fl.DurationVar(&f.storm.Cooldown, "storm-cooldown", f.storm.Cooldown, "storm guard: how long probes stay detached after a storm trips the guard")
 }
 
 // start validates the flags, checks the process exists, and returns a
@@ -44,6 +49,9 @@ func (f *targetFlags) start(ctx context.Context, verb string) (context.Context, 
 		return nil, nil, nil, fmt.Errorf("unknown --local %q: use auto, always or never", f.local.Mode)
 	}
 	if err := f.policy.Validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := f.storm.Validate(); err != nil {
 		return nil, nil, nil, err
 	}
 	if f.pid <= 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/internal/pipeline"
 )
@@ -74,9 +75,14 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 		return err
 	}
 	defer ex.close()
-	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Audit: f.audit, HangAfter: f.hangAfter, Logger: log}, ex.sink(pipeline.Sink{
-		Hung:    w.WriteHung,
-		Report:  w.WriteReport,
+	reports := 0
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Storm: f.storm, Audit: f.audit, HangAfter: f.hangAfter, Logger: log}, ex.sink(pipeline.Sink{
+		Hung: w.WriteHung,
+		Report: func(r *correlate.Report) error {
+			reports++
+			return w.WriteReport(r)
+		},
+		Storm:   stormLine(stderr),
 		Missing: w.WriteMissing,
 		Detail:  func(t time.Time, pid uint32, on bool, reason string) error { return w.WriteDetail(t, pid, on, reason) },
 	}))
@@ -90,14 +96,42 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 	bin := p.Probes().Binary()
 	fmt.Fprintf(stderr, "tracing pid %d (%s, %s, %s): deadline expiries and TCP, detail %s\n", f.pid, bin.ExePath, bin.GoVersion, bin.Arch, f.detail)
 	stop := watchLosses(stderr, p.Probes(), p.TCP())
-	defer stop()
 	err = p.Run(ctx, exited)
 	select {
 	case <-exited:
 		fmt.Fprintf(stderr, "process %d exited; stopping\n", f.pid)
 	default:
 	}
+	stop()
+	printTotals(stderr, p, reports)
 	return err
+}
+
+// stormLine says each switch of the storm guard on stderr.
+func stormLine(stderr io.Writer) func(t time.Time, pid uint32, on bool, reason string) error {
+	return func(t time.Time, pid uint32, on bool, reason string) error {
+		state := "probes reattached"
+		if on {
+			state = "probes detached"
+		}
+		fmt.Fprintf(stderr, "storm guard: %s for pid %d: %s\n", state, pid, reason)
+		return nil
+	}
+}
+
+// printTotals is the run's accounting, one line: every expiry the probes
+// saw was reported or lost in the ring buffer (counted), and what the
+// storm guard did not let them see is estimated.
+func printTotals(stderr io.Writer, p *pipeline.Pipeline, reports int) {
+	g, err := p.Probes().Stats()
+	if err != nil {
+		fmt.Fprintf(stderr, "totals: probe counters unreadable: %v\n", err)
+		return
+	}
+	t, _ := p.TCP().Stats()
+	s := p.StormStats()
+	fmt.Fprintf(stderr, "totals: expiries seen %d, reported %d, lost %d (ring buffer full), undecodable %d; kernel events lost %d; storm guard trips %d, detached %v, expiries not seen (estimate) %d\n",
+		g.ExpiryHits, reports, g.Dropped, g.DecodeErrors, t.Lost, s.Trips, s.Detached.Round(time.Millisecond), s.UnseenEstimate)
 }
 
 // watchLosses prints a warning line whenever either ring buffer lost

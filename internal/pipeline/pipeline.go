@@ -20,6 +20,7 @@ import (
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/internal/adaptive"
+	"github.com/timeout-tracer/tracer/internal/storm"
 )
 
 // Config says what to trace and how.
@@ -39,7 +40,10 @@ type Config struct {
 	HangAfter time.Duration
 	// Local: the local-cause sources (CPU throttling, run-queue delay, GC
 	// pauses).
-	Local  LocalConfig
+	Local LocalConfig
+	// Storm is the storm guard's policy (see package storm) for a process
+	// traced alone (Start); the zero value disables it.
+	Storm  storm.Policy
 	Logger *slog.Logger
 }
 
@@ -64,6 +68,9 @@ type Sink struct {
 	// Call, if set, gets every outbound call the call probes see
 	// (Config.Audit), with or without a deadline, as it arrives: metrics.
 	Call func(*event.Call) error
+	// Storm, if set, gets each switch of the storm guard: on = probes
+	// detached (expiries not seen until off).
+	Storm func(t time.Time, pid uint32, on bool, reason string) error
 }
 
 // Pipeline is one traced process (Start), or every traced process of the
@@ -96,6 +103,12 @@ type Pipeline struct {
 	open map[callKey]*openCall
 	// local are the local-cause sources.
 	local local
+	// guard is the storm guard (Start only; nil when off); guardAt when it
+	// last looked; stormSnap its counters for other goroutines.
+	guard     *storm.Guard
+	guardAt   time.Time
+	stormMu   sync.Mutex
+	stormSnap storm.Stats
 }
 
 // procState is one traced process: its probes and its adaptive switch.
@@ -218,6 +231,9 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 	}
 	if err := p.track(p.goP); err != nil {
 		return nil, err
+	}
+	if cfg.Storm.MaxHitsPerSec > 0 {
+		p.guard = storm.New(cfg.Storm)
 	}
 	return p, nil
 }
@@ -430,7 +446,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				return errors.New("deadline event stream ended unexpectedly")
 			}
 			p.buf = append(p.buf, &d)
-			if ps := p.proc(d.PID); ps != nil && p.cfg.Detail == "auto" && ps.ctl.Observe(time.Now()) {
+			if ps := p.proc(d.PID); ps != nil && p.cfg.Detail == "auto" && !p.stormTripped() && ps.ctl.Observe(time.Now()) {
 				p.switchDetail(ps, true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))
 			}
 		case b, ok := <-bindings:
@@ -465,6 +481,9 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				return err
 			}
 			if err := p.reportHung(time.Now()); err != nil {
+				return err
+			}
+			if err := p.guardTick(time.Now()); err != nil {
 				return err
 			}
 		case <-exited:

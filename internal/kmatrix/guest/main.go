@@ -43,8 +43,11 @@ func main() {
 	// (seen with 30ms: a deadline that passed inside WithDeadlineCause, and
 	// a timer that fired before WithDeadlineCause returned); the budget
 	// stays well above such stalls so that the checks test the kernel.
-	flag.DurationVar(&cfg.budget, "budget", 150*time.Millisecond, "budget of the target's expiring deadlines")
-	flag.DurationVar(&cfg.budgetSlack, "budget-slack", 20*time.Millisecond, "how far a measured budget may be off")
+	// 150 ms/±20 ms still failed now and then: once a deadline passed
+	// inside WithDeadlineCause (an expired-at-creation too many), once the
+	// creation was seen 28 ms after the deadline was computed.
+	flag.DurationVar(&cfg.budget, "budget", 400*time.Millisecond, "budget of the target's expiring deadlines")
+	flag.DurationVar(&cfg.budgetSlack, "budget-slack", 40*time.Millisecond, "how far a measured budget may be off")
 	timeout := flag.Duration("timeout", 150*time.Second, "give up on the remaining checks after this long")
 	only := flag.String("checks", "", "run only these checks (comma-separated names; default all)")
 	flag.Parse()
@@ -95,6 +98,7 @@ func runChecks(ctx context.Context, cfg config, out *reporter) {
 	for _, raw := range []bool{false, true} {
 		rtoChecks(ctx, cfg, out, raw)
 	}
+	enrichChecks(ctx, cfg, out)
 	for _, detail := range []bool{false, true} {
 		name := "go_cold"
 		if detail {

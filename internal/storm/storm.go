@@ -1,0 +1,137 @@
+// Package storm is the storm guard: it keeps the uprobes' cost to a traced
+// process bounded when that process hits them faster than a tracer may
+// afford. A uprobe hit costs ~13 µs on the development machines (a trap
+// through the hypervisor; ~1 µs on bare metal): a process whose deadlines
+// expire 100 000 times a second would spend more than a CPU in traps.
+//
+// The rule: every Interval the guard reads the process's probe hits (cold
+// and detail). When more than MaxHitsPerSec hit per second since it last looked, every
+// probe of the process is detached for Cooldown, then the cold tier is
+// reattached (the detail tier follows its own policy again). While
+// detached, expiries are not seen: the guard says so (a line, a log entry,
+// a metric) and estimates how many it missed from the rate before the
+// trip (the storm runs faster unprobed, so the estimate is low). It never decides from a single hit, and it never leaves a
+// process unwatched for longer than Cooldown at a time.
+package storm
+
+import (
+	"fmt"
+	"time"
+)
+
+// Interval is how often the guard looks: a storm costs the target at most
+// this long of unguarded traps before the probes come off.
+const Interval = 250 * time.Millisecond
+
+// Policy says when the guard trips. MaxHitsPerSec 0 disables it.
+type Policy struct {
+	MaxHitsPerSec uint64
+	Cooldown      time.Duration
+}
+
+// DefaultPolicy: 4000 hits/s is ~5 % of a core at 13 µs a hit (0.4 % on
+// bare metal); a 10 s cool-down keeps a storm's reports coming (a second
+// of them every ~11 s) while its cost stays bounded.
+var DefaultPolicy = Policy{MaxHitsPerSec: 4000, Cooldown: 10 * time.Second}
+
+// Validate rejects policies that cannot work.
+func (p Policy) Validate() error {
+	if p.MaxHitsPerSec > 0 && p.Cooldown <= 0 {
+		return fmt.Errorf("invalid storm guard: cool-down %v must be positive", p.Cooldown)
+	}
+	return nil
+}
+
+// Stats are the guard's counters.
+type Stats struct {
+	Trips          uint64        // times the probes were detached
+	Detached       time.Duration // total time detached, including now
+	UnseenEstimate uint64        // expiries estimated missed while detached (rate before the trip × time detached)
+}
+
+// Guard applies a Policy to one process. Not safe for concurrent use.
+type Guard struct {
+	p        Policy
+	lastAt   time.Time
+	lastHits uint64
+	lastExp  uint64
+	tripped  bool
+	since    time.Time
+	expRate  float64 // expiries/s in the second before the trip
+	stats    Stats
+	primed   bool
+}
+
+// New returns a guard with the probes attached.
+func New(p Policy) *Guard { return &Guard{p: p} }
+
+// Tripped reports whether the probes are detached by the guard.
+func (g *Guard) Tripped() bool { return g.tripped }
+
+// Decision is what Tick asks the caller to do.
+type Decision int
+
+const (
+	Keep   Decision = iota // nothing to change
+	Detach                 // detach every probe of the process
+	Resume                 // reattach the cold tier
+)
+
+// Tick takes the process's cumulative probe hits and expiry hits at now
+// and says what to do. Rates are measured over at least Interval.
+func (g *Guard) Tick(now time.Time, hits, expiries uint64) (Decision, string) {
+	if g.p.MaxHitsPerSec == 0 {
+		return Keep, ""
+	}
+	if g.tripped {
+		if now.Sub(g.since) < g.p.Cooldown {
+			return Keep, ""
+		}
+		g.end(now)
+		g.lastAt, g.lastHits, g.lastExp = now, hits, expiries
+		return Resume, fmt.Sprintf("cool-down of %v over", g.p.Cooldown)
+	}
+	if !g.primed {
+		g.primed, g.lastAt, g.lastHits, g.lastExp = true, now, hits, expiries
+		return Keep, ""
+	}
+	dt := now.Sub(g.lastAt)
+	if dt < Interval {
+		return Keep, ""
+	}
+	rate := float64(hits-g.lastHits) / dt.Seconds()
+	g.expRate = float64(expiries-g.lastExp) / dt.Seconds()
+	g.lastAt, g.lastHits, g.lastExp = now, hits, expiries
+	if rate <= float64(g.p.MaxHitsPerSec) {
+		return Keep, ""
+	}
+	g.tripped, g.since = true, now
+	g.stats.Trips++
+	return Detach, fmt.Sprintf("%.0f probe hits/s (%.0f expiries/s) over the limit of %d/s: probes detached for %v, expiries meanwhile not seen",
+		rate, g.expRate, g.p.MaxHitsPerSec, g.p.Cooldown)
+}
+
+func (g *Guard) end(now time.Time) {
+	d := now.Sub(g.since)
+	g.stats.Detached += d
+	g.stats.UnseenEstimate += uint64(g.expRate * d.Seconds())
+	g.tripped = false
+}
+
+// Stats returns the counters at now (a cool-down in progress counts up
+// to now).
+func (g *Guard) Stats(now time.Time) Stats {
+	s := g.stats
+	if g.tripped {
+		d := now.Sub(g.since)
+		s.Detached += d
+		s.UnseenEstimate += uint64(g.expRate * d.Seconds())
+	}
+	return s
+}
+
+// Retrip starts another cool-down at now without counting a new trip:
+// the caller could not reattach the probes and will try again.
+func (g *Guard) Retrip(now time.Time) {
+	g.tripped, g.since = true, now
+}

@@ -1,0 +1,58 @@
+package storm
+
+import (
+	"testing"
+	"time"
+)
+
+// The guard trips only on a rate over the limit measured over at least
+// an interval, stays tripped for the cool-down, resumes, trips again if
+// the storm goes on, and counts what it did.
+func TestGuardTripsAndResumes(t *testing.T) {
+	g := New(Policy{MaxHitsPerSec: 1000, Cooldown: 2 * time.Second})
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	steps := []struct {
+		at         time.Duration
+		hits, exps uint64
+		want       Decision
+	}{
+		{0, 0, 0, Keep}, // primes the baseline
+		{100 * time.Millisecond, 5000, 5000, Keep},                 // too soon to measure
+		{time.Second, 900, 900, Keep},                              // 900/s over a second: under
+		{2 * time.Second, 2000, 1500, Detach},                      // 1100/s: over
+		{3 * time.Second, 2000, 1500, Keep},                        // cooling down
+		{4 * time.Second, 2000, 1500, Resume},                      // cool-down over
+		{4*time.Second + 300*time.Millisecond, 2600, 1800, Detach}, // 2000/s: the storm goes on
+		{6*time.Second + 300*time.Millisecond, 2600, 1800, Resume},
+		{7*time.Second + 300*time.Millisecond, 2700, 1900, Keep}, // calm
+	}
+	for _, s := range steps {
+		if d, reason := g.Tick(at(s.at), s.hits, s.exps); d != s.want {
+			t.Fatalf("at %v (hits %d): %v (%q), want %v", s.at, s.hits, d, reason, s.want)
+		}
+	}
+	st := g.Stats(at(8 * time.Second))
+	if st.Trips != 2 || st.Detached != 4*time.Second {
+		t.Errorf("stats %+v, want 2 trips, 4s detached", st)
+	}
+	// Estimates: 600 expiries/s × 2 s, then 1000/s × 2 s.
+	if st.UnseenEstimate != 3200 {
+		t.Errorf("unseen estimate %d, want 3200", st.UnseenEstimate)
+	}
+}
+
+func TestGuardOff(t *testing.T) {
+	g := New(Policy{})
+	for i := 0; i < 5; i++ {
+		if d, _ := g.Tick(time.Unix(int64(i), 0), uint64(i)*1e9, 0); d != Keep {
+			t.Fatalf("a disabled guard decided %v", d)
+		}
+	}
+	if (Policy{MaxHitsPerSec: 10}).Validate() == nil {
+		t.Error("a guard without a cool-down validated")
+	}
+	if DefaultPolicy.Validate() != nil {
+		t.Error("the default policy does not validate")
+	}
+}
