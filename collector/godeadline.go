@@ -44,6 +44,7 @@ type GoStats struct {
 	RoundTripHits uint64 // detail-tier hits: net/http client round trips
 	Swept         uint64 // recorded creations removed because their deadline passed unseen (met in time)
 	DecodeErrors  uint64
+	Duplicates    uint64 // expiries delivered twice by probes shared through overlayfs, reported once
 }
 
 // GoProbes traces the context deadline expiries of one Go process: the cold

@@ -61,6 +61,8 @@ type GoNode struct {
 	swept        uint64
 	decodeErrors uint64
 	unknownPID   uint64 // events of processes not (or no longer) traced
+	duplicates   uint64 // expiries seen twice (shared probes on one inode), reported once
+	dup          expirySeen
 	callsDropped uint64
 	closeOnce    sync.Once
 	closeErr     error
@@ -136,6 +138,48 @@ func (n *GoNode) closeBin(b *gobin.Binary) error {
 type goneProc struct {
 	p    *GoProbes
 	when time.Time
+}
+
+// expirySeen remembers the expiries delivered in the last seconds. The
+// cold probes are shared per executable file as the node agent sees it
+// (device, inode); two containers of one image see the same file through
+// two overlayfs mounts (two devices), but the kernel puts uprobes on the
+// file underneath, so both attachments fire for a process of either: the
+// same expiry arrives twice. A context expires once (its own timer, or at
+// creation): (pid, context, deadline, kind) names one expiry.
+type expirySeen struct {
+	m    map[expiryKey]uint64 // -> monotonic time delivered
+	last uint64               // when old entries were last pruned
+}
+
+type expiryKey struct {
+	pid      uint32
+	ctx      uint64
+	deadline int64
+	kind     event.ExpiryKind
+}
+
+// expiryMemory is how long a delivered expiry is remembered.
+const expiryMemory = uint64(2 * time.Second)
+
+func (e *expirySeen) seen(ev *event.Deadline) bool {
+	if e.m == nil {
+		e.m = make(map[expiryKey]uint64)
+	}
+	k := expiryKey{ev.PID, ev.Ctx, ev.Deadline.UnixNano(), ev.Kind}
+	if t, ok := e.m[k]; ok && ev.Mono-t < expiryMemory {
+		return true
+	}
+	e.m[k] = ev.Mono
+	if ev.Mono-e.last > expiryMemory/2 || len(e.m) > 1<<16 {
+		for k, t := range e.m {
+			if ev.Mono-t >= expiryMemory || len(e.m) > 1<<16 {
+				delete(e.m, k)
+			}
+		}
+		e.last = ev.Mono
+	}
+	return false
 }
 
 // goneLinger is how long a removed process's binary is kept for the late
@@ -449,6 +493,12 @@ func (n *GoNode) read(poll time.Duration) {
 			n.log.Warn("drop undecodable deadline event", "err", err)
 			return true
 		}
+		if n.dup.seen(&ev) {
+			n.mu.Lock()
+			n.duplicates++
+			n.mu.Unlock()
+			return true
+		}
 		select {
 		case n.events <- ev:
 			return true
@@ -573,7 +623,7 @@ func (n *GoNode) Stats() (GoStats, error) {
 		}
 	}
 	n.mu.Lock()
-	s.Swept, s.DecodeErrors = n.swept, n.decodeErrors
+	s.Swept, s.DecodeErrors, s.Duplicates = n.swept, n.decodeErrors, n.duplicates
 	n.mu.Unlock()
 	return s, nil
 }

@@ -694,3 +694,82 @@ func metricValue(exposition, series string) string {
 	}
 	return ""
 }
+
+// TestDaemonSameImageTwoContainers: two processes run one executable file
+// through two overlayfs mounts, as two containers of one image do: the
+// agent sees two files (two devices) and attaches the cold probes for each,
+// but the kernel puts uprobes on the file underneath, so both attachments
+// fire for either process. Each expiry is still reported exactly once.
+func TestDaemonSameImageTwoContainers(t *testing.T) {
+	requireGoTracing(t)
+	prog, name := uniqueProg(t)
+	base := t.TempDir()
+	lower := filepath.Join(base, "lower")
+	os.MkdirAll(lower, 0o755)
+	data, _ := os.ReadFile(prog)
+	os.WriteFile(filepath.Join(lower, name), data, 0o755)
+	var merged []string
+	for i := 0; i < 2; i++ {
+		up, work, m := filepath.Join(base, fmt.Sprint("up", i)), filepath.Join(base, fmt.Sprint("work", i)), filepath.Join(base, fmt.Sprint("merged", i))
+		for _, d := range []string{up, work, m} {
+			os.MkdirAll(d, 0o755)
+		}
+		if err := unix.Mount("overlay", m, "overlay", 0, fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, up, work)); err != nil {
+			t.Skipf("cannot mount overlayfs: %v", err)
+		}
+		t.Cleanup(func() { unix.Unmount(m, unix.MNT_DETACH) })
+		merged = append(merged, filepath.Join(m, name))
+	}
+	var st0, st1 unix.Stat_t
+	unix.Stat(merged[0], &st0)
+	unix.Stat(merged[1], &st1)
+	if st0.Dev == st1.Dev && st0.Ino == st1.Ino {
+		t.Skip("the two overlay mounts show one file: nothing to test here")
+	}
+	d := startDaemon(t, nil, "--include-exe", name, "--detail", "never")
+	d.waitFor("node agent ready", func() bool { return d.logged("node agent ready", 0) })
+
+	type target struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		out   *bufio.Reader
+	}
+	var ts []target
+	for _, path := range merged {
+		cmd := exec.Command(path, "-rounds", "3", "-http=false")
+		stdin, _ := cmd.StdinPipe()
+		outp, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		out := bufio.NewReader(outp)
+		if line, err := out.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+			t.Fatalf("target not ready: %q %v", line, err)
+		}
+		d.waitFor(fmt.Sprintf("tracing pid %d", cmd.Process.Pid), func() bool { return d.logged("tracing process", cmd.Process.Pid) })
+		ts = append(ts, target{cmd, stdin, out})
+	}
+	for _, tg := range ts {
+		io.WriteString(tg.stdin, "go\n")
+	}
+	for _, tg := range ts {
+		var counts targetCounts
+		rest, _ := io.ReadAll(tg.out)
+		if err := json.Unmarshal(rest, &counts); err != nil {
+			t.Fatalf("target output %q: %v", rest, err)
+		}
+		tg.cmd.Wait()
+		pid := tg.cmd.Process.Pid
+		d.waitFor(fmt.Sprintf("detached pid %d", pid), func() bool { return d.logged("detached process", pid) })
+		// Its last reports come out after the correlator's grace window.
+		d.waitFor(fmt.Sprintf("the %d expiries of pid %d", counts.Expired, pid), func() bool { return len(d.reportsOf(pid)) >= counts.Expired })
+		time.Sleep(2 * time.Second) // a duplicate would come right behind
+		d.mu.Lock()
+		got := len(d.reportsOf(pid))
+		d.mu.Unlock()
+		if got != counts.Expired {
+			t.Errorf("pid %d: %d reports, the target counted %d expiries (each reported once?)", pid, got, counts.Expired)
+		}
+	}
+}
