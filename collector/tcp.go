@@ -173,8 +173,11 @@ func configure(spec *ebpf.CollectionSpec, cfg Config) error {
 		burst = 64
 	}
 	timerAddr, err := kallsymsAddr("tcp_write_timer")
-	if err != nil {
+	switch {
+	case err != nil:
 		cfg.Logger.Warn("zero-window events off: cannot read /proc/kallsyms", "err", err)
+	case timerAddr == 0:
+		cfg.Logger.Warn("zero-window events off: tcp_write_timer has no address in /proc/kallsyms (addresses are hidden without CAP_SYSLOG under kernel.kptr_restrict)")
 	}
 	hasErr, err := tracepointHasArgs("tcp_retransmit_skb", 3)
 	if err != nil {
