@@ -264,6 +264,10 @@ func (p *GoProbes) Binary() *gobin.Binary { return p.bin }
 // Node is the programs and maps the process is traced with.
 func (p *GoProbes) Node() *GoNode { return p.node }
 
+// Key is the executable file the process runs (device, inode): the cold
+// probes are shared by the processes with the same key.
+func (p *GoProbes) Key() gobin.FileID { return p.key }
+
 // PID is the traced process.
 func (p *GoProbes) PID() int { return p.pid }
 

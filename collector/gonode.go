@@ -75,6 +75,9 @@ type sharedCold struct {
 	exe   *link.Executable
 	links []link.Link
 	refs  int
+	// detached: the storm guard took the probes off (SetExeCold); they
+	// come back with SetExeCold(true).
+	detached bool
 }
 
 // binRef is an analysed executable and the number of processes using it:
@@ -367,6 +370,50 @@ func (n *GoNode) holdCold(p *GoProbes, shared bool) error {
 		sc.links = append(sc.links, l)
 	}
 	n.exes[p.key] = sc
+	return nil
+}
+
+// SetExeCold detaches (off) or reattaches (on) the shared cold probes of
+// one executable file, for the node agent's storm guard: their traps cost
+// every process running the file, so they come off together. The processes
+// stay registered; expiries meanwhile are not seen.
+func (n *GoNode) SetExeCold(key gobin.FileID, on bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	sc, ok := n.exes[key]
+	if !ok || sc.detached == !on {
+		return nil
+	}
+	if !on {
+		var errs []error
+		for _, l := range sc.links {
+			errs = append(errs, l.Close())
+		}
+		sc.links, sc.detached = nil, true
+		return errors.Join(errs...)
+	}
+	var p *GoProbes
+	for _, q := range n.procs {
+		if q.key == key {
+			p = q
+			break
+		}
+	}
+	if p == nil {
+		return fmt.Errorf("reattach the probes of %v: no traced process runs it", key)
+	}
+	var links []link.Link
+	for _, s := range p.cold {
+		l, err := n.attachUprobe(p, s, 0)
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			return err
+		}
+		links = append(links, l)
+	}
+	sc.links, sc.detached = links, false
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/timeout-tracer/tracer/internal/agent"
 	"github.com/timeout-tracer/tracer/internal/kube"
 	"github.com/timeout-tracer/tracer/internal/pipeline"
+	"github.com/timeout-tracer/tracer/internal/storm"
 	"github.com/timeout-tracer/tracer/internal/workload"
 )
 
@@ -46,6 +47,7 @@ type daemonFlags struct {
 	detail           string
 	local            string
 	policy           adaptive.Policy
+	storm            storm.Policy
 	shutdownTimeout  time.Duration
 	rescan           time.Duration
 }
@@ -100,6 +102,9 @@ Every flag can also come from --config, a YAML file of flag names and values
 	fl.IntVar(&f.policy.Threshold, "detail-threshold", f.policy.Threshold, "auto: expiries of a process within --detail-window that attach its detail probes")
 	fl.DurationVar(&f.policy.Window, "detail-window", f.policy.Window, "auto: window for --detail-threshold")
 	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach a process's detail probes after this long without an expiry")
+	f.storm = storm.DefaultPolicy
+	fl.Uint64Var(&f.storm.MaxHitsPerSec, "storm-max-hits", f.storm.MaxHitsPerSec, "storm guard: expiries per second of one executable's processes above which its probes are detached for --storm-cooldown (0: never)")
+	fl.DurationVar(&f.storm.Cooldown, "storm-cooldown", f.storm.Cooldown, "storm guard: how long probes stay detached after a storm trips the guard")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, detach and flush within this long, then exit anyway")
 	fl.DurationVar(&f.rescan, "rescan", 30*time.Second, "scan /proc again this often (processes whose exec event was lost)")
 	return cmd
@@ -185,6 +190,9 @@ func (f *daemonFlags) validate() error {
 	if err := f.policy.Validate(); err != nil {
 		return err
 	}
+	if err := f.storm.Validate(); err != nil {
+		return err
+	}
 	if f.maxProcesses <= 0 {
 		return fmt.Errorf("--max-processes must be positive, not %d", f.maxProcesses)
 	}
@@ -256,6 +264,10 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 			log.Info("detail probes switched", "pid", pid, "on", on, "reason", reason)
 			return nil
 		},
+		Storm: func(t time.Time, pid uint32, on bool, reason string) error {
+			log.Warn("storm guard", "pid", pid, "probes_detached", on, "reason", reason)
+			return nil
+		},
 	})
 	if w != nil {
 		next := sink.Report
@@ -279,7 +291,7 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 	defer pods.Close()
 	cfg := agent.Config{
 		Pipeline: pipeline.Config{Detail: f.detail, Policy: f.policy, Logger: log,
-			Local: pipeline.LocalConfig{Mode: f.local, CgroupRoot: f.cgroupRoot}},
+			Local: pipeline.LocalConfig{Mode: f.local, CgroupRoot: f.cgroupRoot}, Storm: f.storm},
 		Sink:     sink,
 		Admit:    filter.Match,
 		NeedsPod: filter.NeedsPod() && pods.Enabled(),
@@ -318,6 +330,10 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 			return s.Dropped, err
 		})
 		m.LostEvents("proc", func() (uint64, error) { return a.ProcEventsLost(), nil })
+		m.WatchStorm(func() export.StormStats {
+			s := a.Pipeline().StormStats()
+			return export.StormStats{Trips: s.Trips, DetachedSeconds: s.Detached.Seconds(), UnseenEstimate: s.UnseenEstimate}
+		})
 	}
 	ready.Store(true)
 	uprobes := "perf_event"

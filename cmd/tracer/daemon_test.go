@@ -214,8 +214,14 @@ func (p *labProg) run()     { io.WriteString(p.stdin, "go\n") }
 // so the daemon's --include-exe picks only this test's processes.
 func uniqueProg(t *testing.T) (path, name string) {
 	t.Helper()
-	src := testprog.Path(t, "deadlines")
-	name = fmt.Sprintf("ttd%d", os.Getpid())
+	return uniqueCopy(t, "deadlines", "ttd")
+}
+
+// uniqueCopy copies test program prog under a name of this test's own.
+func uniqueCopy(t *testing.T, prog, prefix string) (path, name string) {
+	t.Helper()
+	src := testprog.Path(t, prog)
+	name = fmt.Sprintf("%s%d", prefix, os.Getpid())
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	path = filepath.Join(dir, name)
@@ -771,5 +777,86 @@ func TestDaemonSameImageTwoContainers(t *testing.T) {
 		if got != counts.Expired {
 			t.Errorf("pid %d: %d reports, the target counted %d expiries (each reported once?)", pid, got, counts.Expired)
 		}
+	}
+}
+
+// TestDaemonContextStorm: a process expiring deadlines as fast as it can
+// under the daemon. The per-executable storm guard takes its probes off
+// (and says so), the daemon's memory stays under its bound, and once the
+// storm is over the probes come back: the calm phase's expiries are
+// reported.
+func TestDaemonContextStorm(t *testing.T) {
+	requireGoTracing(t)
+	prog, name := uniqueCopy(t, "ctxstorm", "ttstorm")
+	d := startDaemon(t, nil, "--include-exe", name, "--detail", "never", "--storm-cooldown", "1s")
+	d.waitFor("node agent ready", func() bool { return d.logged("node agent ready", 0) })
+	tgt := exec.Command(prog, "-storm", "4s", "-after", "6", "-every", "100ms")
+	stdin, _ := tgt.StdinPipe()
+	tout, _ := tgt.StdoutPipe()
+	if err := tgt.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tgt.Process.Kill(); tgt.Wait() })
+	tr := bufio.NewReader(tout)
+	if line, err := tr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("target not ready: %q %v", line, err)
+	}
+	pid := tgt.Process.Pid
+	d.waitFor("the storm target traced", func() bool { return d.logged("tracing process", pid) })
+	peak := watchRSS(d.cmd.Process.Pid)
+
+	stdin.Write([]byte("storm\n"))
+	var st struct {
+		Storm int64   `json:"storm"`
+		Rate  float64 `json:"rate"`
+	}
+	if err := json.NewDecoder(strings.NewReader(mustLine(t, tr))).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	stormLogs := func() (detached, reattached int) {
+		for _, m := range d.logs {
+			if m["msg"] == "storm guard" && m["pid"] == float64(pid) {
+				if m["probes_detached"] == true {
+					detached++
+				} else {
+					reattached++
+				}
+			}
+		}
+		return
+	}
+	d.waitFor("the storm guard tripping", func() bool { n, _ := stormLogs(); return n > 0 })
+	d.waitFor("the probes back after the storm", func() bool { n, r := stormLogs(); return r >= n })
+	calmFrom := time.Now()
+	stdin.Write([]byte("calm\n"))
+	var calm struct {
+		Calm int `json:"calm"`
+	}
+	if err := json.NewDecoder(strings.NewReader(mustLine(t, tr))).Decode(&calm); err != nil {
+		t.Fatal(err)
+	}
+	calmReports := func() int {
+		n := 0
+		for _, r := range d.reportsOf(pid) {
+			if at, err := time.Parse(time.RFC3339Nano, r.Time); err == nil && at.After(calmFrom) {
+				n++
+			}
+		}
+		return n
+	}
+	d.waitFor(fmt.Sprintf("the %d calm-phase expiries reported", calm.Calm), func() bool { return calmReports() >= calm.Calm })
+	rss := peak()
+	d.mu.Lock()
+	trips, _ := stormLogs()
+	reports := len(d.reportsOf(pid))
+	d.mu.Unlock()
+	t.Logf("target: %d storm expiries (%.0f/s while traced), %d calm; daemon: %d reports, storm guard trips %d; peak RSS %.1f MiB",
+		st.Storm, st.Rate, calm.Calm, reports, trips, float64(rss)/(1<<20))
+	if rss > stormRSSBound {
+		t.Errorf("daemon peak RSS %.1f MiB over its bound %d MiB", float64(rss)/(1<<20), stormRSSBound>>20)
+	}
+	_, metrics := httpGet(t, "http://"+d.addr()+"/metrics")
+	if v := metricValue(metrics, "timeout_tracer_storm_guard_trips_total"); v == "" || v == "0" {
+		t.Errorf("storm guard trips not in /metrics (%q)", v)
 	}
 }

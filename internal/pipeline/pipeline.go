@@ -19,6 +19,7 @@ import (
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/internal/adaptive"
 	"github.com/timeout-tracer/tracer/internal/storm"
 )
@@ -109,6 +110,11 @@ type Pipeline struct {
 	guardAt   time.Time
 	stormMu   sync.Mutex
 	stormSnap storm.Stats
+	// exeGuards are node mode's storm guards, one per executable file
+	// (Run's goroutine only); goneStorm the counters of guards whose
+	// processes all ended.
+	exeGuards map[gobin.FileID]*exeGuard
+	goneStorm storm.Stats
 }
 
 // procState is one traced process: its probes and its adaptive switch.
@@ -446,7 +452,11 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				return errors.New("deadline event stream ended unexpectedly")
 			}
 			p.buf = append(p.buf, &d)
-			if ps := p.proc(d.PID); ps != nil && p.cfg.Detail == "auto" && !p.stormTripped() && ps.ctl.Observe(time.Now()) {
+			ps := p.proc(d.PID)
+			if ps != nil {
+				p.countExpiry(ps)
+			}
+			if ps != nil && p.cfg.Detail == "auto" && !p.stormTripped() && !p.exeTripped(ps) && ps.ctl.Observe(time.Now()) {
 				p.switchDetail(ps, true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))
 			}
 		case b, ok := <-bindings:
@@ -481,6 +491,9 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				return err
 			}
 			if err := p.reportHung(time.Now()); err != nil {
+				return err
+			}
+			if err := p.nodeGuardTick(time.Now()); err != nil {
 				return err
 			}
 			if err := p.guardTick(time.Now()); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/internal/storm"
 )
 
@@ -77,3 +78,118 @@ func (p *Pipeline) StormStats() storm.Stats {
 
 // stormTripped says whether the storm guard holds the probes detached.
 func (p *Pipeline) stormTripped() bool { return p.guard != nil && p.guard.Tripped() }
+
+// exeGuard is the storm guard of one executable file in node mode: the
+// cold probes are shared by the processes running it, so their traps come
+// off, and back, together.
+type exeGuard struct {
+	g        *storm.Guard
+	expiries uint64 // expiries delivered for the file's processes
+}
+
+// countExpiry feeds the node mode's guards: each expiry delivered is a
+// cold-probe hit of its process's executable (the detail tier's hits are
+// not counted per process in BPF; they follow expiries, so a storm of
+// them trips the guard through its expiries).
+func (p *Pipeline) countExpiry(ps *procState) {
+	if !p.node || p.cfg.Storm.MaxHitsPerSec == 0 {
+		return
+	}
+	k := ps.probes.Key()
+	if p.exeGuards == nil {
+		p.exeGuards = map[gobin.FileID]*exeGuard{}
+	}
+	eg := p.exeGuards[k]
+	if eg == nil {
+		eg = &exeGuard{g: storm.New(p.cfg.Storm)}
+		p.exeGuards[k] = eg
+	}
+	eg.expiries++
+}
+
+// nodeGuardTick runs the per-executable guards of node mode.
+func (p *Pipeline) nodeGuardTick(now time.Time) error {
+	if !p.node || len(p.exeGuards) == 0 || now.Sub(p.guardAt) < storm.Interval {
+		return nil
+	}
+	p.guardAt = now
+	var total storm.Stats
+	for k, eg := range p.exeGuards {
+		d, reason := eg.g.Tick(now, eg.expiries, eg.expiries)
+		var procs []*procState
+		p.mu.Lock()
+		for _, ps := range p.procs {
+			if ps.probes.Key() == k {
+				procs = append(procs, ps)
+			}
+		}
+		p.mu.Unlock()
+		switch d {
+		case storm.Detach:
+			if err := p.goN.SetExeCold(k, false); err != nil {
+				p.log.Warn("storm guard: cold probes not detached", "err", err)
+			}
+			for _, ps := range procs {
+				pid := uint32(ps.probes.PID())
+				p.log.Warn("storm guard: probes detached", "pid", pid, "reason", reason)
+				if ps.probes.Detail() {
+					p.switchDetail(ps, false, "storm guard")
+				}
+				if p.sink.Storm != nil {
+					if err := p.sink.Storm(now, pid, true, reason); err != nil {
+						return err
+					}
+				}
+			}
+		case storm.Resume:
+			if len(procs) == 0 {
+				delete(p.exeGuards, k) // nobody runs it any more
+				continue
+			}
+			if err := p.goN.SetExeCold(k, true); err != nil {
+				p.log.Warn("storm guard: cold probes not reattached", "err", err)
+				eg.g.Retrip(now)
+				continue
+			}
+			for _, ps := range procs {
+				pid := uint32(ps.probes.PID())
+				p.log.Info("storm guard: probes reattached", "pid", pid, "reason", reason)
+				if p.cfg.Detail == "always" || (p.cfg.Detail == "auto" && ps.ctl.On()) {
+					p.switchDetail(ps, true, "storm guard cool-down over")
+				}
+				if p.sink.Storm != nil {
+					if err := p.sink.Storm(now, pid, false, reason); err != nil {
+						return err
+					}
+				}
+			}
+		default:
+			if len(procs) == 0 && !eg.g.Tripped() {
+				s := eg.g.Stats(now)
+				p.goneStorm.Trips += s.Trips
+				p.goneStorm.Detached += s.Detached
+				p.goneStorm.UnseenEstimate += s.UnseenEstimate
+				delete(p.exeGuards, k)
+				continue
+			}
+		}
+		s := eg.g.Stats(now)
+		total.Trips += s.Trips
+		total.Detached += s.Detached
+		total.UnseenEstimate += s.UnseenEstimate
+	}
+	total.Trips += p.goneStorm.Trips
+	total.Detached += p.goneStorm.Detached
+	total.UnseenEstimate += p.goneStorm.UnseenEstimate
+	p.stormMu.Lock()
+	p.stormSnap = total
+	p.stormMu.Unlock()
+	return nil
+}
+
+// exeTripped reports whether node mode's guard has the probes of ps's
+// executable off.
+func (p *Pipeline) exeTripped(ps *procState) bool {
+	eg := p.exeGuards[ps.probes.Key()]
+	return eg != nil && eg.g.Tripped()
+}
