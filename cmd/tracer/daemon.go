@@ -219,9 +219,6 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	if err := collector.Preflight(); err != nil {
-		return err
-	}
 	filter, err := workload.NewFilter(workload.FilterConfig{
 		IncludeExe: f.includeExe, ExcludeExe: f.excludeExe,
 		IncludeContainer: f.includeContainer, ExcludeContainer: f.excludeContainer,
@@ -240,6 +237,11 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 			return err
 		}
 		w = export.NewTimeoutWriter(cmd.OutOrStdout(), format)
+	}
+	// Flags first, privileges next: a mistake is said before anything
+	// else is tried.
+	if err := collector.Preflight(); err != nil {
+		return err
 	}
 	ctx := cmd.Context()
 	stderr := cmd.ErrOrStderr()
