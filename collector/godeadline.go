@@ -32,17 +32,22 @@ type GoConfig struct {
 
 // GoStats are the probes' counters.
 type GoStats struct {
-	ExpiryHits    uint64 // cold-tier probe hits (expiries, and nothing else)
-	CreateHits    uint64 // detail-tier hits: WithDeadlineCause entries
-	ReturnHits    uint64 // detail-tier hits: WithDeadlineCause returns
-	Dropped       uint64 // expiries lost: ring buffer full
-	DetailFull    uint64 // creations not recorded: table full
-	HeaderHits    uint64 // detail-tier hits: net/http header keys parsed (inbound traceparent)
-	RequestHits   uint64 // detail-tier hits: net/http requests read
-	SpanHits      uint64 // detail-tier hits: OpenTelemetry spans started
-	RoundTripHits uint64 // detail-tier hits: net/http client round trips
-	Swept         uint64 // recorded creations removed because their deadline passed unseen (met in time)
-	DecodeErrors  uint64
+	ExpiryHits       uint64 // cold-tier probe hits (expiries, and nothing else)
+	CreateHits       uint64 // detail-tier hits: WithDeadlineCause entries
+	ReturnHits       uint64 // detail-tier hits: WithDeadlineCause returns
+	Dropped          uint64 // expiries lost: ring buffer full
+	DetailFull       uint64 // creations not recorded: table full
+	HeaderHits       uint64 // detail-tier hits: net/http header keys parsed (inbound traceparent)
+	RequestHits      uint64 // detail-tier hits: net/http requests read
+	SpanHits         uint64 // detail-tier hits: OpenTelemetry spans started
+	RoundTripHits    uint64 // detail-tier hits: net/http client round trips
+	GRPCHeaderHits   uint64 // detail-tier hits: gRPC server HEADERS frames (inbound metadata)
+	GRPCStreamHits   uint64 // detail-tier hits: gRPC client streams opened
+	DialHits         uint64 // detail-tier hits: connects (entry, after connect(2), returns)
+	NewprocHits      uint64 // detail-tier hits: goroutines started (runtime.newproc1 entry and returns)
+	Swept            uint64 // recorded creations removed because their deadline passed unseen (met in time)
+	DecodeErrors     uint64
+	LateCookieErrors uint64 // bound connections whose cookie could not be asked of the kernel (see lateCookie)
 }
 
 // GoProbes traces the context deadline expiries of one Go process: the cold
@@ -73,6 +78,7 @@ type GoProbes struct {
 	spanSites []site // spans started below a deadline; none without the OTel SDK
 	tripSites []site // net/http client round trips: request -> connection
 	otel      *gobin.OTelLayout
+	ext       extProbes // gRPC, dial and goroutine probes (grpc.go, dial.go)
 
 	otelErr      error // why there is no OpenTelemetry walk
 	callsDropped uint64
@@ -145,6 +151,9 @@ func StartGo(cfg GoConfig) (_ *GoProbes, err error) {
 	if err := p.registerOTel(); err != nil {
 		return nil, err
 	}
+	if err := p.registerExt(); err != nil {
+		return nil, err
+	}
 	if p.exe, err = link.OpenExecutable(bin.AttachPath); err != nil {
 		return nil, fmt.Errorf("open executable %s: %w", bin.AttachPath, err)
 	}
@@ -209,6 +218,7 @@ func (p *GoProbes) resolve() ([]site, godeadlineTtGoOffsets, error) {
 	p.httpSites = p.resolveHTTP()
 	p.resolveOTel(&offs)
 	p.resolveRoundTrip(&offs)
+	p.resolveExt()
 	for _, f := range []struct {
 		typ, path string
 		dst       *uint32
@@ -273,7 +283,7 @@ func (p *GoProbes) SetDetail(on bool) error {
 			return err
 		}
 	}
-	sites := append(append([]site(nil), p.httpSites...), p.spanSites...)
+	sites := append(append(append([]site(nil), p.httpSites...), p.spanSites...), p.ext.sites...)
 	if p.audit == nil { // the audit's call probes already see every call
 		sites = append(sites, p.tripSites...)
 	}
@@ -416,7 +426,8 @@ func (p *GoProbes) sweep() {
 func (p *GoProbes) Stats() (GoStats, error) {
 	var s GoStats
 	m := p.coll.Maps["go_hits"]
-	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits, &s.RoundTripHits}
+	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits, &s.RoundTripHits,
+		&s.GRPCHeaderHits, &s.GRPCStreamHits, &s.DialHits, &s.NewprocHits}
 	for i, d := range dst {
 		var perCPU []uint64
 		if err := m.Lookup(uint32(i), &perCPU); err != nil {
@@ -427,7 +438,7 @@ func (p *GoProbes) Stats() (GoStats, error) {
 		}
 	}
 	p.mu.Lock()
-	s.Swept, s.DecodeErrors = p.swept, p.decodeErrors
+	s.Swept, s.DecodeErrors, s.LateCookieErrors = p.swept, p.decodeErrors, p.ext.lateCookieErrs
 	p.mu.Unlock()
 	return s, nil
 }
@@ -511,7 +522,7 @@ func setTrace(r *godeadlineTtGoEvent, out *event.Deadline) {
 		out.TraceNote = "the binary does not link OpenTelemetry"
 	}
 	if tid, sid, flags, ok := parseTraceparent(r.Traceparent[:]); ok {
-		out.TraceID, out.SpanID, out.TraceSource = tid, sid, "http_traceparent"
+		out.TraceID, out.SpanID, out.TraceSource = tid, sid, traceparentSource(r.TraceparentSrc)
 		out.TraceSampled = flags&1 != 0
 		out.TraceNote = ""
 	}
@@ -670,7 +681,8 @@ const spanUnknown = 0xffffffff
 // UprobeHits is the number of uprobe traps the process has taken from these
 // probes: what a request pays.
 func (s GoStats) UprobeHits() uint64 {
-	return s.ExpiryHits + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits + s.RoundTripHits
+	return s.ExpiryHits + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits + s.RoundTripHits +
+		s.GRPCHeaderHits + s.GRPCStreamHits + s.DialHits + s.NewprocHits
 }
 
 // resolveRoundTrip finds what binding a net/http request to its connection
@@ -740,6 +752,10 @@ func (p *GoProbes) readBindings(poll time.Duration) {
 		}
 		var r godeadlineTtGoBinding
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), bindingSize), raw)
+		p.lateCookie(&r)
+		if handled, cont := p.deliverExt(&r); handled {
+			return cont
+		}
 		if r.Kind == uint8(godeadlineTtGoBindingKindTT_BIND_HTTP_END) {
 			c := event.Call{Mono: r.TsNs, Time: p.clk.wall(r.TsNs), PID: r.Pid, Comm: p.comm, Goid: r.Goid, Kind: "http", End: true}
 			select {
