@@ -43,6 +43,7 @@ type clientConfig struct {
 	wait        bool
 	localWait   time.Duration
 	retry       bool
+	reqBytes    int
 }
 
 // bind registers the client flags on fs.
@@ -54,6 +55,8 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 		"before each call, wait for a token of a local semaphore that one goroutine refills every this long: a deadline can expire in the wait, with no network I/O (0: no semaphore)")
 	fs.StringVar(&c.path, "path", "/work", "HTTP path")
 	fs.IntVar(&c.n, "n", 1, "number of requests")
+	fs.IntVar(&c.reqBytes, "req-bytes", 0,
+		"HTTP: POST a body of this many bytes (a bulk upload: loss on the link makes the client's socket retransmit)")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "concurrent workers")
 	fs.DurationVar(&c.timeout, "timeout", time.Second, "per-request context.WithTimeout; 0 for no deadline")
 	fs.StringVar(&c.span, "span", spanBefore,
@@ -77,6 +80,9 @@ func (c *clientConfig) check(explicit map[string]bool) error {
 	case spanBefore, spanInside, spanNone:
 	default:
 		return fmt.Errorf("-span %q: want before, inside or none", c.span)
+	}
+	if c.reqBytes < 0 || c.reqBytes > 0 && c.proto != "http" {
+		return fmt.Errorf("-req-bytes %d: want >= 0, with -proto http", c.reqBytes)
 	}
 	if c.n < 0 || c.concurrency < 1 {
 		return fmt.Errorf("-n %d -concurrency %d: want n >= 0 and concurrency >= 1", c.n, c.concurrency)
