@@ -54,8 +54,14 @@ func (p *GoProbes) resolveDial() {
 // resolveNewproc finds runtime.newproc1 (every `go` statement runs it, on
 // the system stack): goroutines started by one that serves a request
 // inherit its traceparent. It costs two traps per goroutine started, so
-// it belongs to the detail tier only.
+// it belongs to the detail tier only, and only in programs that serve
+// requests (a net/http or gRPC server whose inbound traceparent a
+// goroutine can hold): elsewhere nothing is there to inherit.
 func (p *GoProbes) resolveNewproc() {
+	if len(p.httpSites) == 0 && p.ext.grpc.HasServer == 0 {
+		p.log.Debug("no goroutine ancestry: no inbound traceparent probe (net/http or gRPC server) in this program")
+		return
+	}
 	fn, err := p.bin.Func("runtime.newproc1")
 	if err != nil {
 		p.log.Info("no goroutine ancestry", "err", err)
