@@ -21,6 +21,7 @@ var accuracyN = flag.Int("accuracy.n", 8, "requests per scenario in the accuracy
 // fault, and the class each client-logged expiry should get (by target).
 type accScenario struct {
 	name    string
+	proto   string   // client -proto; "" is http
 	servers []string // labapp server args; "--" separates servers
 	client  []string // labapp client args after -proto/-target/-n
 	target  string   // client -target (SERVER is replaced)
@@ -35,6 +36,13 @@ func accuracyMatrix(n int) []accScenario {
 	fast := []string{"http-server", "-addr", ":8080", "-delay", "100ms"}
 	return []accScenario{
 		{name: "rto", servers: fast, target: "SERVER:8080",
+			client: []string{"-n", fmt.Sprint(3 * 4), "-concurrency", "4", "-timeout", "1200ms", "-span", "before"},
+			fault:  func(p *netlab.Pair) error { return p.Blackhole(8080) }, after: 150 * time.Millisecond,
+			want: map[string]string{"SERVER:8080": "rto"}},
+		// gRPC: every call is a stream on one shared connection, whose I/O
+		// the transport's goroutines do; the call is bound to it at
+		// (*http2Client).NewStream.
+		{name: "grpc_rto", proto: "grpc", servers: []string{"grpc-server", "-addr", ":8080", "-delay", "100ms"}, target: "SERVER:8080",
 			client: []string{"-n", fmt.Sprint(3 * 4), "-concurrency", "4", "-timeout", "1200ms", "-span", "before"},
 			fault:  func(p *netlab.Pair) error { return p.Blackhole(8080) }, after: 150 * time.Millisecond,
 			want: map[string]string{"SERVER:8080": "rto"}},
@@ -88,7 +96,11 @@ type accRow struct {
 
 func runAccuracy(t *testing.T, sc accScenario, detail string) accRow {
 	t.Helper()
-	client := append([]string{"client", "-proto", "http", "-target", sc.target}, sc.client...)
+	proto := sc.proto
+	if proto == "" {
+		proto = "http"
+	}
+	client := append([]string{"client", "-proto", proto, "-target", sc.target}, sc.client...)
 	var during func(*netlab.Pair)
 	if sc.fault != nil {
 		during = func(p *netlab.Pair) {
