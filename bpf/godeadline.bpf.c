@@ -434,7 +434,8 @@ static __always_inline void grpc_stream_traceparent(__u32 tgid, __u64 tab, __u64
 		if (it->is_value && read_u64(data + go->valuectx_key) == go->stream_key_type) {
 			__u64 stream = read_u64(data + go->valuectx_val + 8);
 			struct grpc_stream sk = {.pid = tgid, .transport = read_u64(stream + go->stream_st + 8)};
-			bpf_probe_read_user(&sk.id, sizeof(sk.id), (const void *)(stream + go->stream_id));
+			__u64 common = go->stream_embed == TT_GO_NO_EMBED ? stream : read_u64(stream + go->stream_embed);
+			bpf_probe_read_user(&sk.id, sizeof(sk.id), (const void *)(common + go->stream_id));
 			const struct traceparent *tp = bpf_map_lookup_elem(&grpc_tp, &sk);
 			if (tp) {
 				__builtin_memcpy(cr->traceparent, tp->s, sizeof(cr->traceparent));
@@ -807,11 +808,9 @@ struct {
 struct dial {
 	__u64 netfd;
 	__u64 goid;   /* the goroutine that set the deadline (else the dialing one) */
-	__u8 bound;   /* the binding was sent */
-	__u8 _pad[7];
 };
 
-/* Connects in flight: {pid, g} -> dial, from netFD.connect's entry to its returns. */
+/* Connects in flight: {pid, g} -> dial, from netFD.connect's entry to syscall.Connect's return. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 8192);
@@ -863,10 +862,8 @@ int go_dial_entry(struct pt_regs *ctx)
 	return 0;
 }
 
-static __always_inline void dial_bind(struct pt_regs *ctx, struct dial *d, __u32 tgid, __s64 fd)
+static __always_inline void dial_bind(struct dial *d, __u32 tgid, __s64 fd)
 {
-	if (d->bound)
-		return;
 	struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
 	if (!b) {
 		hit(TT_GO_HIT_DROPPED);
@@ -880,29 +877,13 @@ static __always_inline void dial_bind(struct pt_regs *ctx, struct dial *d, __u32
 	b->fd = fd;
 	b->kind = TT_BIND_DIAL;
 	bpf_ringbuf_submit(b, 0);
-	d->bound = 1;
 }
 
 /*
- * netFD.connect's calls to internal/poll.(*FD).Init, right after connect(2)
- * (in progress or done): the SYN is out, so the socket has its cookie. The
- * receiver is &netFD.pfd.
+ * Each RET of syscall.Connect, which netFD.connect calls (through
+ * connectFunc) once per connect: connect(2) has returned (in progress,
+ * done or refused), so the SYN is out and the socket has its cookie.
  */
-SEC("uprobe")
-int go_dial_connected(struct pt_regs *ctx)
-{
-	hit(TT_GO_HIT_DIAL);
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	const struct tt_go_dial_offsets *dof = bpf_map_lookup_elem(&go_dial, &tgid);
-	struct pid_ptr gkey = {.pid = tgid, .ptr = GO_G(ctx)};
-	struct dial *d = bpf_map_lookup_elem(&dialing, &gkey);
-	if (!dof || !d)
-		return 0;
-	dial_bind(ctx, d, tgid, (__s64)read_u64(GO_ARG1(ctx) + dof->pfd_sysfd));
-	return 0;
-}
-
-/* Each RET of netFD.connect: a connect that failed at once (refused) binds here. */
 SEC("uprobe")
 int go_dial_ret(struct pt_regs *ctx)
 {
@@ -913,7 +894,7 @@ int go_dial_ret(struct pt_regs *ctx)
 	struct dial *d = bpf_map_lookup_elem(&dialing, &gkey);
 	if (!dof || !d)
 		return 0;
-	dial_bind(ctx, d, tgid, (__s64)read_u64(d->netfd + dof->netfd_pfd + dof->pfd_sysfd));
+	dial_bind(d, tgid, (__s64)read_u64(d->netfd + dof->netfd_pfd + dof->pfd_sysfd));
 	bpf_map_delete_elem(&dialing, &gkey);
 	return 0;
 }

@@ -1,17 +1,15 @@
 package collector
 
-// resolveDial finds net.(*netFD).connect: its entry (the context of the
-// dial), its calls to internal/poll.(*FD).Init right after connect(2),
-// and its returns. Missing pieces mean no dial bindings (logged).
+// resolveDial finds net.(*netFD).connect (its entry: the context of the
+// dial) and the returns of syscall.Connect, which it calls once per
+// connect: there connect(2) is done and the socket has its cookie. Missing
+// pieces mean no dial bindings (logged). Few sites on purpose: each uprobe
+// costs ~0.1 s to detach (RCU grace periods), and netFD.connect alone has
+// a dozen RETs.
 func (p *GoProbes) resolveDial() {
 	fn, err := p.bin.Func("net.(*netFD).connect")
 	if err != nil {
 		p.log.Debug("no dial binding", "err", err)
-		return
-	}
-	initFn, err := p.bin.Func("internal/poll.(*FD).Init")
-	if err != nil {
-		p.log.Info("no dial binding", "err", err)
 		return
 	}
 	entry, err := p.bin.AfterPrologue(fn)
@@ -19,14 +17,14 @@ func (p *GoProbes) resolveDial() {
 		p.log.Info("no dial binding", "err", err)
 		return
 	}
-	inits, err := p.bin.CallSites(fn, initFn)
-	if err != nil || len(inits) == 0 {
-		p.log.Info("no dial binding: no call to poll.FD.Init in net.(*netFD).connect", "err", err)
+	sysConnect, err := p.bin.Func("syscall.Connect")
+	if err != nil {
+		p.log.Info("no dial binding", "err", err)
 		return
 	}
-	rets, err := p.bin.Returns(fn)
+	rets, err := p.bin.Returns(sysConnect)
 	if err != nil || len(rets) == 0 {
-		p.log.Info("no dial binding: no returns found in net.(*netFD).connect", "err", err)
+		p.log.Info("no dial binding: no returns found in syscall.Connect", "err", err)
 		return
 	}
 	pfd, err := p.bin.FieldOffset("net.netFD", "pfd")
@@ -45,12 +43,8 @@ func (p *GoProbes) resolveDial() {
 	for _, a := range rets {
 		p.ext.sites = append(p.ext.sites, site{"go_dial_ret", a})
 	}
-	for _, a := range inits {
-		p.ext.sites = append(p.ext.sites, site{"go_dial_connected", a})
-	}
 	p.ext.sites = append(p.ext.sites, site{"go_dial_entry", entry})
 }
-
 // resolveNewproc finds runtime.newproc1 (every `go` statement runs it, on
 // the system stack): goroutines started by one that serves a request
 // inherit its traceparent. It costs two traps per goroutine started, so

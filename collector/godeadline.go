@@ -259,12 +259,9 @@ func (p *GoProbes) SetDetail(on bool) error {
 		return nil
 	}
 	if !on {
-		var errs []error
-		for _, l := range p.detail {
-			errs = append(errs, l.Close())
-		}
+		err := closeLinks(p.detail)
 		p.detail = nil
-		return errors.Join(errs...)
+		return err
 	}
 	var ls []link.Link
 	attach := func(prog string, addr uint64) error {
@@ -462,9 +459,7 @@ func (p *GoProbes) Close() error {
 		}
 		p.wg.Wait()
 		errs = append(errs, p.SetDetail(false), p.SetAudit(false))
-		for _, l := range p.cold {
-			errs = append(errs, l.Close())
-		}
+		errs = append(errs, closeLinks(p.cold))
 		if p.coll != nil {
 			p.coll.Close()
 		}
@@ -825,12 +820,9 @@ func (p *GoProbes) SetAudit(on bool) error {
 		return nil
 	}
 	if !on {
-		var errs []error
-		for _, l := range p.audit {
-			errs = append(errs, l.Close())
-		}
+		err := closeLinks(p.audit)
 		p.audit = nil
-		return errors.Join(errs...)
+		return err
 	}
 	if len(p.tripSites) == 0 {
 		return fmt.Errorf("audit: no net/http client call site in this binary")

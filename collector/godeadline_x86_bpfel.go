@@ -29,8 +29,6 @@ type godeadlineDial struct {
 	_     structs.HostLayout
 	Netfd uint64
 	Goid  uint64
-	Bound uint8
-	Pad   [7]uint8
 }
 
 type godeadlineGrpcStream struct {
@@ -155,7 +153,7 @@ type godeadlineTtGoGrpcOffsets struct {
 	StreamSt      uint32
 	ValuectxKey   uint32
 	ValuectxVal   uint32
-	Pad           uint32
+	StreamEmbed   uint32
 }
 
 type godeadlineTtGoHit uint32
@@ -247,7 +245,6 @@ const (
 	godeadlineMapNewprocParent        = "newproc_parent"
 	godeadlineProgGoCreateEntry       = "go_create_entry"
 	godeadlineProgGoCreateRet         = "go_create_ret"
-	godeadlineProgGoDialConnected     = "go_dial_connected"
 	godeadlineProgGoDialEntry         = "go_dial_entry"
 	godeadlineProgGoDialRet           = "go_dial_ret"
 	godeadlineProgGoExpiredAtCreation = "go_expired_at_creation"
@@ -323,7 +320,6 @@ type godeadlineSpecs struct {
 type godeadlineProgramSpecs struct {
 	GoCreateEntry       *ebpf.ProgramSpec `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.ProgramSpec `ebpf:"go_create_ret"`
-	GoDialConnected     *ebpf.ProgramSpec `ebpf:"go_dial_connected"`
 	GoDialEntry         *ebpf.ProgramSpec `ebpf:"go_dial_entry"`
 	GoDialRet           *ebpf.ProgramSpec `ebpf:"go_dial_ret"`
 	GoExpiredAtCreation *ebpf.ProgramSpec `ebpf:"go_expired_at_creation"`
@@ -467,7 +463,6 @@ type godeadlineVariables struct {
 type godeadlinePrograms struct {
 	GoCreateEntry       *ebpf.Program `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.Program `ebpf:"go_create_ret"`
-	GoDialConnected     *ebpf.Program `ebpf:"go_dial_connected"`
 	GoDialEntry         *ebpf.Program `ebpf:"go_dial_entry"`
 	GoDialRet           *ebpf.Program `ebpf:"go_dial_ret"`
 	GoExpiredAtCreation *ebpf.Program `ebpf:"go_expired_at_creation"`
@@ -487,7 +482,6 @@ func (p *godeadlinePrograms) Close() error {
 	return _GodeadlineClose(
 		p.GoCreateEntry,
 		p.GoCreateRet,
-		p.GoDialConnected,
 		p.GoDialEntry,
 		p.GoDialRet,
 		p.GoExpiredAtCreation,

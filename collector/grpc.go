@@ -92,7 +92,10 @@ func (p *GoProbes) resolveGRPC() {
 		g.StreamKeyType = srv.StreamKeyType + p.bias
 		g.MetaHeaders, g.MetaFields, g.FrameStreamId = uint32(srv.MetaHeaders), uint32(srv.MetaFields), uint32(srv.FrameStreamID)
 		g.HfName, g.HfValue, g.HfSize = uint32(srv.FieldName), uint32(srv.FieldValue), uint32(srv.FieldSize)
-		g.StreamId, g.StreamSt = uint32(srv.StreamID), uint32(srv.StreamTransport)
+		g.StreamId, g.StreamSt, g.StreamEmbed = uint32(srv.StreamID), uint32(srv.StreamTransport), noEmbed
+		if srv.StreamEmbed >= 0 {
+			g.StreamEmbed = uint32(srv.StreamEmbed)
+		}
 		g.ValuectxKey, g.ValuectxVal = key, val
 		p.ext.sites = append(p.ext.sites, site{"go_grpc_headers", addr})
 	}
@@ -147,3 +150,6 @@ func traceparentSource(src uint8) string {
 	}
 	return "http_traceparent"
 }
+
+// noEmbed is TT_GO_NO_EMBED: the stream ID is in the stream itself.
+const noEmbed = 0xffffffff

@@ -1,16 +1,13 @@
 package gobin
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // The gRPC functions and types the probes use.
 const (
 	grpcTransport     = "google.golang.org/grpc/internal/transport"
 	grpcNewStream     = grpcTransport + ".(*http2Client).NewStream"
 	grpcOperateHeader = grpcTransport + ".(*http2Server).operateHeaders"
-	grpcPkg           = "google.golang.org/grpc"
+	grpcPkg           = modGRPC
 	http2Pkg          = "golang.org/x/net/http2"
 	hpackPkg          = "golang.org/x/net/http2/hpack"
 )
@@ -36,18 +33,21 @@ type GRPCServerLayout struct {
 	// hpack.HeaderField: Name and Value (strings) and the struct's size.
 	FieldName, FieldValue, FieldSize int64
 	// The stream type behind grpc.streamKey (transport.ServerStream, or
-	// transport.Stream before grpc-go 1.66): its stream ID (uint32) and
-	// its transport (an interface whose data word is the *http2Server).
-	StreamID, StreamTransport int64
+	// transport.Stream before it): its stream ID (uint32) and its
+	// transport (an interface whose data word is the *http2Server). When
+	// StreamEmbed is >= 0 the ID is StreamID bytes into the *Stream the
+	// stream holds at StreamEmbed (grpc-go 1.69 to 1.7x embedded a
+	// pointer); else it is in the stream itself.
+	StreamID, StreamTransport, StreamEmbed int64
 	// StreamKeyType is the link-time address of grpc.streamKey's type
 	// descriptor: the key's type word in the valueCtx.
 	StreamKeyType uint64
 }
 
 // GRPCClient resolves the client layout. A binary without a gRPC client
-// gives an error wrapping ErrNotFound; offsets come from DWARF only (no
-// per-version table for grpc-go yet), so a binary without DWARF gives an
-// error wrapping ErrNoOffsets.
+// gives an error wrapping ErrNotFound; offsets come from DWARF, else from
+// the table generated per grpc-go (and x/net) release, and a binary with
+// neither gives an error wrapping ErrNoOffsets.
 func (b *Binary) GRPCClient() (*GRPCClientLayout, error) {
 	fn, err := b.Func(grpcNewStream)
 	if err != nil {
@@ -67,12 +67,24 @@ func (b *Binary) GRPCServer() (*GRPCServerLayout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gRPC server: %w", err)
 	}
-	l := &GRPCServerLayout{OperateHeaders: fn}
-	// The stream type changed name in grpc-go 1.66; both have id and st.
-	stream := grpcTransport + ".ServerStream"
-	idPath := "Stream.id"
-	if _, err := b.DWARFFieldOffset(stream, "st"); errors.Is(err, ErrNotFound) {
-		stream, idPath = grpcTransport+".Stream", "id"
+	l := &GRPCServerLayout{OperateHeaders: fn, StreamEmbed: -1}
+	// The server's stream: a Stream up to grpc-go 1.68, then a
+	// ServerStream embedding a *Stream, then one embedding a Stream.
+	stream, idPath := typeStrm, "Stream.id"
+	switch {
+	case !b.hasGRPCField(typeStrm, "st"):
+		stream, idPath = typeOld, "id"
+	case !b.hasGRPCField(typeStrm, "Stream.id"):
+		embed, err := b.grpcOffset(typeStrm, "Stream")
+		if err != nil {
+			return nil, err
+		}
+		id, err := b.grpcOffset(typeOld, "id")
+		if err != nil {
+			return nil, err
+		}
+		l.StreamEmbed, l.StreamID = embed, id
+		idPath = ""
 	}
 	for _, f := range []struct {
 		typ, path string
@@ -87,6 +99,9 @@ func (b *Binary) GRPCServer() (*GRPCServerLayout, error) {
 		{stream, idPath, &l.StreamID},
 		{stream, "st", &l.StreamTransport},
 	} {
+		if f.path == "" {
+			continue // resolved above
+		}
 		off, err := b.grpcOffset(f.typ, f.path)
 		if err != nil {
 			return nil, err
@@ -102,14 +117,4 @@ func (b *Binary) GRPCServer() (*GRPCServerLayout, error) {
 	}
 	l.StreamKeyType = key
 	return l, nil
-}
-
-// grpcOffset is a DWARF field offset; without DWARF it says that gRPC
-// layouts have no table.
-func (b *Binary) grpcOffset(typ, path string) (int64, error) {
-	off, err := b.DWARFFieldOffset(typ, path)
-	if errors.Is(err, errNoDWARF) {
-		return 0, fmt.Errorf("resolve %s.%s: %w: gRPC layouts are read from DWARF only", typ, path, ErrNoOffsets)
-	}
-	return off, err
 }

@@ -76,15 +76,60 @@ func TestGRPCLayout(t *testing.T) {
 	}
 }
 
-// TestGRPCLayoutStripped: without DWARF there is no gRPC layout (no table
-// yet), and the error says so rather than guessing.
+// TestGRPCLayoutStripped: without DWARF the layout comes from the table
+// generated per grpc-go and x/net release, and it is the one DWARF gives.
 func TestGRPCLayoutStripped(t *testing.T) {
-	b := buildLabapp(t, "stripped", "amd64", "-ldflags=-s -w")
-	if _, err := b.GRPCClient(); !errors.Is(err, ErrNoOffsets) {
-		t.Errorf("GRPCClient on a stripped binary: %v, want ErrNoOffsets", err)
+	plain := buildLabapp(t, "plain", "amd64")
+	stripped := buildLabapp(t, "stripped", "amd64", "-ldflags=-s -w")
+	pc, err := plain.GRPCClient()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := b.GRPCServer(); !errors.Is(err, ErrNoOffsets) {
-		t.Errorf("GRPCServer on a stripped binary: %v, want ErrNoOffsets", err)
+	sc, err := stripped.GRPCClient()
+	if err != nil {
+		t.Fatalf("GRPCClient on a stripped binary: %v", err)
+	}
+	if pc.Conn != sc.Conn {
+		t.Errorf("http2Client.conn: table %d, DWARF %d", sc.Conn, pc.Conn)
+	}
+	ps, err := plain.GRPCServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := stripped.GRPCServer()
+	if err != nil {
+		t.Fatalf("GRPCServer on a stripped binary: %v", err)
+	}
+	ps.OperateHeaders, ss.OperateHeaders = Func{}, Func{}
+	ps.StreamKeyType, ss.StreamKeyType = 0, 0 // same code, but not compared: the layouts are
+	if *ps != *ss {
+		t.Errorf("server layout from the table %+v, from DWARF %+v", *ss, *ps)
+	}
+}
+
+// TestGRPCTableLookup: versions between two in the table borrow the lower
+// one's offsets only when the layout did not change across the bracket.
+func TestGRPCTableLookup(t *testing.T) {
+	st := GRPCFieldRef{modGRPC, typeStrm, "st"}
+	for _, tc := range []struct {
+		f       GRPCFieldRef
+		version string
+		want    int64 // -1: no offsets
+	}{
+		{st, "v1.85.0", 360},
+		{st, "v1.74.0", 8},  // 1.72 and 1.76 agree
+		{st, "v1.78.0", -1}, // 1.76 and 1.80 differ
+		{st, "v1.99.0", -1}, // outside the table
+		{st, "v1.85.0-pre", -1},
+		{GRPCFieldRef{modXNet, hpackPkg + ".HeaderField", "Value"}, "v0.55.0", 16},
+	} {
+		got, err := grpcTableLookup(tc.f, tc.version)
+		switch {
+		case tc.want < 0 && !errors.Is(err, ErrNoOffsets):
+			t.Errorf("%s@%s: %d, %v; want ErrNoOffsets", tc.f.Path, tc.version, got, err)
+		case tc.want >= 0 && (err != nil || got != tc.want):
+			t.Errorf("%s@%s: %d, %v; want %d", tc.f.Path, tc.version, got, err, tc.want)
+		}
 	}
 }
 

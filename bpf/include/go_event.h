@@ -71,8 +71,11 @@ struct tt_go_grpc_offsets {
 	__u32 stream_st;        /* transport.ServerStream.st (interface; data word at +8: the *http2Server) */
 	__u32 valuectx_key;     /* context.valueCtx.key (an any) */
 	__u32 valuectx_val;     /* context.valueCtx.val (an any) */
-	__u32 _pad;
+	__u32 stream_embed;     /* offset of the stream's *Stream (grpc-go 1.69-1.7x), whose id is at stream_id;
+				   TT_GO_NO_EMBED: the id is in the stream itself */
 };
+
+#define TT_GO_NO_EMBED 0xffffffff
 
 /*
  * Dial layout: net.netFD.connect's receiver and context; the fd is read at
@@ -156,7 +159,7 @@ enum tt_go_hit {
 	TT_GO_HIT_ROUNDTRIP = 8,   /* detail: net/http client round trips */
 	TT_GO_HIT_GRPC_HEADERS = 9,/* detail: gRPC server HEADERS frames (inbound metadata) */
 	TT_GO_HIT_GRPC_STREAM = 10,/* detail: gRPC client streams opened */
-	TT_GO_HIT_DIAL = 11,       /* detail: connects (entry and the wait after the SYN) */
+	TT_GO_HIT_DIAL = 11,       /* detail: connects (netFD.connect entry, syscall.Connect returns) */
 	TT_GO_HIT_NEWPROC = 12,    /* detail: goroutines started (runtime.newproc1 entry and returns) */
 	TT_GO_HIT_MAX = 13,
 };
