@@ -148,7 +148,11 @@ func score(sc accScenario, detail string, run labRun) accRow {
 		}
 		row.byConfidence[conf]++
 		row.byClass[class]++
-		if conf == "exact" || conf == "probable" {
+		// An unknown class asserts no cause: it is not counted as a sure
+		// answer even when the connection is exactly bound (e.g. a dial
+		// bound to its request whose SYN was unanswered for less than the
+		// first SYN retry: the correlator will not call that a timeout).
+		if (conf == "exact" || conf == "probable") && class != "unknown" {
 			row.sure++
 			if class == exp || (exp == "rto" && (class == "tlp" || class == "syn_timeout")) ||
 				(exp == "fast_retransmit" && (class == "rto" || class == "tlp")) {
