@@ -45,6 +45,7 @@ func (p *GoProbes) resolveDial() {
 	}
 	p.ext.sites = append(p.ext.sites, site{"go_dial_entry", entry})
 }
+
 // resolveNewproc finds runtime.newproc1 (every `go` statement runs it, on
 // the system stack): goroutines started by one that serves a request
 // inherit its traceparent. It costs two traps per goroutine started, so
