@@ -84,6 +84,7 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 	p.run(b, 300*time.Millisecond) // warm up: connections, JIT of nothing, caches
 	var offRPS, onRPS, offCPU, onCPU []float64
 	var hits, kernelHits, reqsOn uint64
+	var byProbe hitCounts
 	for i := 0; i < rounds; i++ {
 		var a, bb int64
 		var acpu, bcpu float64
@@ -114,6 +115,7 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 			probes.Close()
 			kernelHits += k1.OwnerHits - k0.OwnerHits
 			hits += s1.UprobeHits() - s0.UprobeHits()
+			byProbe.add(s0, s1)
 			reqsOn += uint64(bb)
 		}
 		if i%2 == 0 { // ABBA
@@ -134,6 +136,7 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 	fmt.Fprintf(os.Stderr, "  CPU per request off %.1f µs, on %.1f µs: ratio %.3f (A/A spread %s)\n", median(offCPU)/1e3, median(onCPU)/1e3, cpuRatio, pct(cpuNoise))
 	fmt.Fprintf(os.Stderr, "  uprobe hits per request: %.3f; kernel send/recv hook runs per request: %.1f (~0.1-0.3 µs each)\n", perReq, float64(kernelHits)/float64(reqsOn))
 	if perReq > 0 {
+		fmt.Fprintf(os.Stderr, "  hits per request by probe: %s\n", byProbe.perRequest(reqsOn))
 		fmt.Fprintf(os.Stderr, "  => %.1f µs of CPU per uprobe hit\n", (median(onCPU)-median(offCPU))/1e3/perReq)
 	} else {
 		fmt.Fprintf(os.Stderr, "  verdict (target 0.98 with the kernel collector): %s\n", verdict(ratio, noise, 0.98))

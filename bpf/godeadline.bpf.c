@@ -47,10 +47,12 @@ struct creation {
 	__u64 deadline_wall; /* lets userspace sweep entries whose deadline was met */
 	__s64 deadline_ext;
 	__u8 traceparent[TT_TRACEPARENT_LEN]; /* of the request the goroutine was serving */
+	__u8 tp_src;                          /* enum tt_go_tp_source */
 };
 
 struct traceparent {
 	__u8 s[TT_TRACEPARENT_LEN];
+	__u8 src; /* enum tt_go_tp_source */
 };
 
 /*
@@ -152,6 +154,9 @@ const struct tt_go_ctx_itab *unused_go_ctx_itab __attribute__((unused));
 const struct tt_go_span_type *unused_go_span_type __attribute__((unused));
 const struct tt_go_binding *unused_go_binding __attribute__((unused));
 const enum tt_go_binding_kind *unused_go_binding_kind __attribute__((unused));
+const struct tt_go_grpc_offsets *unused_go_grpc_offsets __attribute__((unused));
+const struct tt_go_dial_offsets *unused_go_dial_offsets __attribute__((unused));
+const enum tt_go_tp_source *unused_go_tp_source __attribute__((unused));
 const struct creation *unused_creation __attribute__((unused));
 const struct pid_ptr *unused_pid_ptr __attribute__((unused));
 
@@ -345,6 +350,7 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 		e->created_goid = cr->goid;
 		/* Userspace uses it only when no span is found in the chain. */
 		__builtin_memcpy(e->traceparent, cr->traceparent, sizeof(e->traceparent));
+		e->traceparent_src = cr->tp_src;
 		if (kind == TT_GO_TIMER_FIRED)
 			bpf_map_delete_elem(&deadlines, &key);
 	}
@@ -373,6 +379,74 @@ SEC("uprobe")
 int go_expired_at_creation(struct pt_regs *ctx)
 {
 	return on_expiry(ctx, TT_GO_EXPIRED_AT_CREATION);
+}
+
+/* gRPC layout of each traced process that links google.golang.org/grpc. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct tt_go_grpc_offsets);
+} go_grpc SEC(".maps");
+
+/* A gRPC server stream: its transport (*http2Server) and stream ID. */
+struct grpc_stream {
+	__u32 pid;
+	__u32 id;
+	__u64 transport;
+};
+
+/*
+ * The inbound traceparent metadata of gRPC server streams, read as the
+ * transport's reader goroutine decodes the HEADERS frame (operateHeaders:
+ * the hpack-decoded fields, never the metadata map). The handler runs on
+ * another goroutine: a deadline set under the stream's context finds its
+ * stream through grpc.streamKey in the context chain. LRU: streams end
+ * without a probe.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct grpc_stream);
+	__type(value, struct traceparent);
+} grpc_tp SEC(".maps");
+
+const struct grpc_stream *unused_grpc_stream __attribute__((unused));
+
+/*
+ * grpc_stream_traceparent walks up from a new deadline's parent context
+ * (itab tab, data) to the valueCtx grpc's server put the stream in
+ * (grpc.streamKey -> *transport.ServerStream) and copies the traceparent
+ * recorded for that stream, if any.
+ */
+static __always_inline void grpc_stream_traceparent(__u32 tgid, __u64 tab, __u64 data, struct creation *cr)
+{
+	const struct tt_go_grpc_offsets *go = bpf_map_lookup_elem(&go_grpc, &tgid);
+	if (!go || !go->has_server || !go->stream_key_type)
+		return;
+	for (int i = 0; i < TT_GO_CHAIN; i++) {
+		if (!tab || !data)
+			return;
+		struct pid_ptr key = {.pid = tgid, .ptr = tab};
+		const struct tt_go_ctx_itab *it = bpf_map_lookup_elem(&go_ctx_itabs, &key);
+		if (!it || it->parent_off == TT_GO_ROOT_CTX)
+			return;
+		if (it->is_value && read_u64(data + go->valuectx_key) == go->stream_key_type) {
+			__u64 stream = read_u64(data + go->valuectx_val + 8);
+			struct grpc_stream sk = {.pid = tgid, .transport = read_u64(stream + go->stream_st + 8)};
+			__u64 common = go->stream_embed == TT_GO_NO_EMBED ? stream : read_u64(stream + go->stream_embed);
+			bpf_probe_read_user(&sk.id, sizeof(sk.id), (const void *)(common + go->stream_id));
+			const struct traceparent *tp = bpf_map_lookup_elem(&grpc_tp, &sk);
+			if (tp) {
+				__builtin_memcpy(cr->traceparent, tp->s, sizeof(cr->traceparent));
+				cr->tp_src = TT_TP_GRPC;
+			}
+			return;
+		}
+		__u64 next = data + it->parent_off;
+		tab = read_u64(next);
+		data = read_u64(next + 8);
+	}
 }
 
 SEC("uprobe")
@@ -404,9 +478,16 @@ int go_create_entry(struct pt_regs *ctx)
 		cr.pcs[i] = read_u64(fp + 8);
 		fp = read_u64(fp);
 	}
+	/* The request the goroutine itself serves (net/http, or a gRPC
+	 * reader goroutine's stream), else the gRPC stream in the deadline's
+	 * context, else what the goroutine inherited from its creator. */
 	const struct traceparent *tp = bpf_map_lookup_elem(&http_tp, &key);
-	if (tp)
+	if (!tp || tp->src == TT_TP_GOROUTINE)
+		grpc_stream_traceparent(tgid, GO_ARG1(ctx), GO_ARG2(ctx), &cr);
+	if (tp && !cr.tp_src) {
 		__builtin_memcpy(cr.traceparent, tp->s, sizeof(cr.traceparent));
+		cr.tp_src = tp->src ? tp->src : TT_TP_HTTP;
+	}
 	bpf_map_update_elem(&creating, &key, &cr, BPF_ANY);
 	return 0;
 }
@@ -452,7 +533,7 @@ int go_http_header(struct pt_regs *ctx)
 			break;
 		skip = i + 1;
 	}
-	struct traceparent tp = {};
+	struct traceparent tp = {.src = TT_TP_HTTP};
 	if (bpf_probe_read_user(tp.s, TT_TRACEPARENT_LEN - 1, (const void *)(p + 11 + skip)))
 		return 0;
 	struct pid_ptr key = {.pid = bpf_get_current_pid_tgid() >> 32, .ptr = GO_G(ctx)};
@@ -509,42 +590,27 @@ static __always_inline __u64 fd_cookie(__s64 fd)
 }
 
 /*
- * net/http.(*persistConn).roundTrip, on the goroutine of the request: the
- * connection the request is written to. Plain TCP connections only (a TLS
- * connection's itab differs and is skipped).
+ * The file descriptor behind a net.Conn interface (itab, data) when it is a
+ * *net.TCPConn: conn.fd -> netFD.pfd.Sysfd; -1 otherwise (TLS...).
  */
-SEC("uprobe")
-int go_http_roundtrip(struct pt_regs *ctx)
+static __always_inline __s64 tcpconn_fd(__u64 tab, __u64 data, __u64 tcpconn_itab, __u32 conn_fd, __u32 netfd_sysfd)
 {
-	hit(TT_GO_HIT_ROUNDTRIP);
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32;
-	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
-	if (!off)
-		return 0;
-	__u64 pc = GO_ARG1(ctx);
-	__u64 cookie = 0;
-	if (off->tcpconn_itab && read_u64(pc + off->persistconn_conn) == off->tcpconn_itab) {
-		__u64 tcpconn = read_u64(pc + off->persistconn_conn + 8);
-		__u64 netfd = read_u64(tcpconn + off->conn_fd);
-		if (netfd)
-			cookie = fd_cookie((__s64)read_u64(netfd + off->netfd_sysfd));
-	}
-	struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
-	if (!b) {
-		hit(TT_GO_HIT_DROPPED);
-		return 0;
-	}
-	__builtin_memset(b, 0, sizeof(*b));
-	b->ts_ns = bpf_ktime_get_ns();
-	b->pid = tgid;
-	b->goid = goid_of(GO_G(ctx), off);
-	b->cookie = cookie;
-	b->kind = TT_BIND_HTTP_ROUNDTRIP;
+	if (!tcpconn_itab || tab != tcpconn_itab || !data)
+		return -1;
+	__u64 netfd = read_u64(data + conn_fd);
+	if (!netfd)
+		return -1;
+	return (__s64)read_u64(netfd + netfd_sysfd);
+}
 
-	/* The request's context: the nearest deadline and span above it. */
-	__u64 req = read_u64(GO_ARG2(ctx)); /* transportRequest.Request */
-	__u64 tab = read_u64(req + off->request_ctx), data = read_u64(req + off->request_ctx + 8);
+/*
+ * call_context fills what an outbound call's context allowed: the deadline
+ * of the nearest timerCtx above it (none: has_deadline 0) and the span,
+ * and, for a call with no deadline, the return addresses up to its caller.
+ */
+static __always_inline void call_context(struct pt_regs *ctx, struct tt_go_binding *b, __u32 tgid,
+					 const struct tt_go_offsets *off, __u64 tab, __u64 data)
+{
 	for (int i = 0; i < TT_GO_CHAIN && tab && data; i++) {
 		struct pid_ptr key = {.pid = tgid, .ptr = tab};
 		const struct tt_go_ctx_itab *it = bpf_map_lookup_elem(&go_ctx_itabs, &key);
@@ -582,6 +648,42 @@ int go_http_roundtrip(struct pt_regs *ctx)
 			fp = read_u64(fp);
 		}
 	}
+}
+
+/*
+ * net/http.(*persistConn).roundTrip, on the goroutine of the request: the
+ * connection the request is written to. Plain TCP connections only (a TLS
+ * connection's itab differs and is skipped).
+ */
+SEC("uprobe")
+int go_http_roundtrip(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_ROUNDTRIP);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!off)
+		return 0;
+	__u64 pc = GO_ARG1(ctx);
+	__s64 fd = tcpconn_fd(read_u64(pc + off->persistconn_conn), read_u64(pc + off->persistconn_conn + 8),
+			      off->tcpconn_itab, off->conn_fd, off->netfd_sysfd);
+	__u64 cookie = fd_cookie(fd);
+	struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
+	if (!b) {
+		hit(TT_GO_HIT_DROPPED);
+		return 0;
+	}
+	__builtin_memset(b, 0, sizeof(*b));
+	b->ts_ns = bpf_ktime_get_ns();
+	b->pid = tgid;
+	b->goid = goid_of(GO_G(ctx), off);
+	b->cookie = cookie;
+	b->fd = fd;
+	b->kind = TT_BIND_HTTP_ROUNDTRIP;
+
+	/* The request's context: the nearest deadline and span above it. */
+	__u64 req = read_u64(GO_ARG2(ctx)); /* transportRequest.Request */
+	call_context(ctx, b, tgid, off, read_u64(req + off->request_ctx), read_u64(req + off->request_ctx + 8));
 	bpf_ringbuf_submit(b, 0);
 	return 0;
 }
@@ -606,5 +708,243 @@ int go_http_roundtrip_ret(struct pt_regs *ctx)
 	b->goid = goid_of(GO_G(ctx), off);
 	b->kind = TT_BIND_HTTP_END;
 	bpf_ringbuf_submit(b, 0);
+	return 0;
+}
+
+/*
+ * google.golang.org/grpc/internal/transport.(*http2Server).operateHeaders(t,
+ * ctx, frame *http2.MetaHeadersFrame, handle), on the transport's reader
+ * goroutine, once per inbound stream: the HEADERS frame's fields as hpack
+ * decoded them. The traceparent field is kept for the stream {t, stream ID}
+ * (its handler runs on another goroutine) and for this goroutine (the
+ * grpc-timeout deadline is set right here).
+ */
+SEC("uprobe")
+int go_grpc_headers(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_GRPC_HEADERS);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_grpc_offsets *go = bpf_map_lookup_elem(&go_grpc, &tgid);
+	if (!go || !go->has_server)
+		return 0;
+	__u64 frame = GO_ARG4(ctx);
+	struct pid_ptr gkey = {.pid = tgid, .ptr = GO_G(ctx)};
+	struct grpc_stream sk = {.pid = tgid, .transport = GO_ARG1(ctx)};
+	bpf_probe_read_user(&sk.id, sizeof(sk.id), (const void *)(read_u64(frame + go->meta_headers) + go->frame_stream_id));
+	__u64 fields = read_u64(frame + go->meta_fields);
+	__u64 n = read_u64(frame + go->meta_fields + 8);
+	/* "tracepar" "ent", little-endian (amd64 and arm64) */
+	const __u64 head = 0x7261706563617274ULL;
+	for (int i = 0; i < 32; i++) {
+		if (i >= n)
+			break;
+		__u64 f = fields + (__u64)i * go->hf_size;
+		if (read_u64(f + go->hf_name + 8) != 11)
+			continue;
+		__u8 name[11] = {};
+		if (bpf_probe_read_user(name, sizeof(name), (const void *)read_u64(f + go->hf_name)))
+			continue;
+		if (*(__u64 *)name != head || name[8] != 'e' || name[9] != 'n' || name[10] != 't')
+			continue;
+		if (read_u64(f + go->hf_value + 8) < TT_TRACEPARENT_LEN - 1)
+			break;
+		struct traceparent tp = {.src = TT_TP_GRPC};
+		if (bpf_probe_read_user(tp.s, TT_TRACEPARENT_LEN - 1, (const void *)read_u64(f + go->hf_value)))
+			break;
+		bpf_map_update_elem(&grpc_tp, &sk, &tp, BPF_ANY);
+		bpf_map_update_elem(&http_tp, &gkey, &tp, BPF_ANY);
+		return 0;
+	}
+	/* No traceparent: this goroutine's previous stream must not lend its own. */
+	bpf_map_delete_elem(&http_tp, &gkey);
+	return 0;
+}
+
+/*
+ * google.golang.org/grpc/internal/transport.(*http2Client).NewStream(t, ctx,
+ * callHdr, handler), on the goroutine making the call: the transport (and
+ * so the TCP connection) its stream opens on. Plaintext TCP only (TLS
+ * wraps the net.Conn: skipped, not guessed).
+ */
+SEC("uprobe")
+int go_grpc_new_stream(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_GRPC_STREAM);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	const struct tt_go_grpc_offsets *go = bpf_map_lookup_elem(&go_grpc, &tgid);
+	if (!off || !go || !go->has_client)
+		return 0;
+	__u64 t = GO_ARG1(ctx);
+	__s64 fd = tcpconn_fd(read_u64(t + go->client_conn), read_u64(t + go->client_conn + 8),
+			      go->tcpconn_itab, go->conn_fd, go->netfd_sysfd);
+	__u64 cookie = fd_cookie(fd);
+	struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
+	if (!b) {
+		hit(TT_GO_HIT_DROPPED);
+		return 0;
+	}
+	__builtin_memset(b, 0, sizeof(*b));
+	b->ts_ns = bpf_ktime_get_ns();
+	b->pid = tgid;
+	b->goid = goid_of(GO_G(ctx), off);
+	b->cookie = cookie;
+	b->fd = fd;
+	b->kind = TT_BIND_GRPC_STREAM;
+	call_context(ctx, b, tgid, off, GO_ARG2(ctx), GO_ARG3(ctx));
+	bpf_ringbuf_submit(b, 0);
+	return 0;
+}
+
+/* Dial layout of each traced process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct tt_go_dial_offsets);
+} go_dial SEC(".maps");
+
+/* A connect in progress on a goroutine, under a deadline. */
+struct dial {
+	__u64 netfd;
+	__u64 goid;   /* the goroutine that set the deadline (else the dialing one) */
+};
+
+/* Connects in flight: {pid, g} -> dial, from netFD.connect's entry to syscall.Connect's return. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct pid_ptr);
+	__type(value, struct dial);
+} dialing SEC(".maps");
+
+const struct dial *unused_dial __attribute__((unused));
+
+/*
+ * net.(*netFD).connect(fd, ctx, la, ra), past its stack check: a connect
+ * under a context. net/http dials on a goroutine of its own, under a
+ * context that keeps the request's values (context.WithoutCancel): walk up
+ * to the nearest deadline and bind the connection to the goroutine that set
+ * it, as the detail tier recorded its creation.
+ */
+SEC("uprobe")
+int go_dial_entry(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_DIAL);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!off)
+		return 0;
+	__u64 g = GO_G(ctx);
+	struct pid_ptr gkey = {.pid = tgid, .ptr = g};
+	__u64 tab = GO_ARG2(ctx), data = GO_ARG3(ctx);
+	for (int i = 0; i < TT_GO_CHAIN; i++) {
+		if (!tab || !data)
+			break;
+		struct pid_ptr key = {.pid = tgid, .ptr = tab};
+		const struct tt_go_ctx_itab *it = bpf_map_lookup_elem(&go_ctx_itabs, &key);
+		if (!it || it->parent_off == TT_GO_ROOT_CTX)
+			break;
+		if (it->is_timer) {
+			struct dial d = {.netfd = GO_ARG1(ctx), .goid = goid_of(g, off)};
+			struct pid_ptr dkey = {.pid = tgid, .ptr = data};
+			const struct creation *cr = bpf_map_lookup_elem(&deadlines, &dkey);
+			if (cr)
+				d.goid = cr->goid;
+			bpf_map_update_elem(&dialing, &gkey, &d, BPF_ANY);
+			return 0;
+		}
+		__u64 next = data + it->parent_off;
+		tab = read_u64(next);
+		data = read_u64(next + 8);
+	}
+	bpf_map_delete_elem(&dialing, &gkey);
+	return 0;
+}
+
+static __always_inline void dial_bind(struct dial *d, __u32 tgid, __s64 fd)
+{
+	struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
+	if (!b) {
+		hit(TT_GO_HIT_DROPPED);
+		return;
+	}
+	__builtin_memset(b, 0, sizeof(*b));
+	b->ts_ns = bpf_ktime_get_ns();
+	b->pid = tgid;
+	b->goid = d->goid;
+	b->cookie = fd_cookie(fd);
+	b->fd = fd;
+	b->kind = TT_BIND_DIAL;
+	bpf_ringbuf_submit(b, 0);
+}
+
+/*
+ * Each RET of syscall.Connect, which netFD.connect calls (through
+ * connectFunc) once per connect: connect(2) has returned (in progress,
+ * done or refused), so the SYN is out and the socket has its cookie.
+ */
+SEC("uprobe")
+int go_dial_ret(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_DIAL);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_dial_offsets *dof = bpf_map_lookup_elem(&go_dial, &tgid);
+	struct pid_ptr gkey = {.pid = tgid, .ptr = GO_G(ctx)};
+	struct dial *d = bpf_map_lookup_elem(&dialing, &gkey);
+	if (!dof || !d)
+		return 0;
+	dial_bind(d, tgid, (__s64)read_u64(d->netfd + dof->netfd_pfd + dof->pfd_sysfd));
+	bpf_map_delete_elem(&dialing, &gkey);
+	return 0;
+}
+
+/* runtime.newproc1 in flight, by thread (it runs on the system stack): the creating g. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64); /* pid_tgid */
+	__type(value, __u64);
+} newproc_parent SEC(".maps");
+
+/*
+ * runtime.newproc1(fn, callergp, callerpc, ...), past its stack check: a
+ * `go` statement of goroutine callergp. The last-resort trace source: a
+ * goroutine started by one that serves a request inherits its traceparent.
+ */
+SEC("uprobe")
+int go_newproc_entry(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_NEWPROC);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	if (!bpf_map_lookup_elem(&go_procs, &tgid))
+		return 0;
+	__u64 parent = GO_ARG2(ctx);
+	bpf_map_update_elem(&newproc_parent, &pid_tgid, &parent, BPF_ANY);
+	return 0;
+}
+
+/* Each RET of runtime.newproc1: the new g is the result. */
+SEC("uprobe")
+int go_newproc_ret(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_NEWPROC);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 *parent = bpf_map_lookup_elem(&newproc_parent, &pid_tgid);
+	if (!parent)
+		return 0;
+	struct pid_ptr pkey = {.pid = pid_tgid >> 32, .ptr = *parent};
+	struct pid_ptr ckey = {.pid = pid_tgid >> 32, .ptr = GO_ARG1(ctx)};
+	bpf_map_delete_elem(&newproc_parent, &pid_tgid);
+	const struct traceparent *tp = bpf_map_lookup_elem(&http_tp, &pkey);
+	if (!tp) {
+		/* g structs are reused: a new goroutine never keeps a dead one's trace. */
+		bpf_map_delete_elem(&http_tp, &ckey);
+		return 0;
+	}
+	struct traceparent inherited = *tp;
+	inherited.src = TT_TP_GOROUTINE;
+	bpf_map_update_elem(&http_tp, &ckey, &inherited, BPF_ANY);
 	return 0;
 }

@@ -33,18 +33,23 @@ type GoConfig struct {
 
 // GoStats are the probes' counters.
 type GoStats struct {
-	ExpiryHits    uint64 // cold-tier probe hits (expiries, and nothing else)
-	CreateHits    uint64 // detail-tier hits: WithDeadlineCause entries
-	ReturnHits    uint64 // detail-tier hits: WithDeadlineCause returns
-	Dropped       uint64 // expiries lost: ring buffer full
-	DetailFull    uint64 // creations not recorded: table full
-	HeaderHits    uint64 // detail-tier hits: net/http header keys parsed (inbound traceparent)
-	RequestHits   uint64 // detail-tier hits: net/http requests read
-	SpanHits      uint64 // detail-tier hits: OpenTelemetry spans started
-	RoundTripHits uint64 // detail-tier hits: net/http client round trips
-	Swept         uint64 // recorded creations removed because their deadline passed unseen (met in time)
-	DecodeErrors  uint64
-	Duplicates    uint64 // expiries delivered twice by probes shared through overlayfs, reported once
+	ExpiryHits       uint64 // cold-tier probe hits (expiries, and nothing else)
+	CreateHits       uint64 // detail-tier hits: WithDeadlineCause entries
+	ReturnHits       uint64 // detail-tier hits: WithDeadlineCause returns
+	Dropped          uint64 // expiries lost: ring buffer full
+	DetailFull       uint64 // creations not recorded: table full
+	HeaderHits       uint64 // detail-tier hits: net/http header keys parsed (inbound traceparent)
+	RequestHits      uint64 // detail-tier hits: net/http requests read
+	SpanHits         uint64 // detail-tier hits: OpenTelemetry spans started
+	RoundTripHits    uint64 // detail-tier hits: net/http client round trips
+	GRPCHeaderHits   uint64 // detail-tier hits: gRPC server HEADERS frames (inbound metadata)
+	GRPCStreamHits   uint64 // detail-tier hits: gRPC client streams opened
+	DialHits         uint64 // detail-tier hits: connects (entry, after connect(2), returns)
+	NewprocHits      uint64 // detail-tier hits: goroutines started (runtime.newproc1 entry and returns)
+	Swept            uint64 // recorded creations removed because their deadline passed unseen (met in time)
+	DecodeErrors     uint64
+	LateCookieErrors uint64 // bound connections whose cookie could not be asked of the kernel (see lateCookie)
+	Duplicates       uint64 // expiries delivered twice by probes shared through overlayfs, reported once
 }
 
 // GoProbes traces the context deadline expiries of one Go process: the cold
@@ -73,6 +78,7 @@ type GoProbes struct {
 	spanSites []site // spans started below a deadline; none without the OTel SDK
 	tripSites []site // net/http client round trips: request -> connection
 	otel      *gobin.OTelLayout
+	ext       extProbes // gRPC, dial and goroutine probes (grpc.go, dial.go)
 
 	otelErr   error // why there is no OpenTelemetry walk
 	ctxWalk   bool  // context itabs are registered: the walk can find deadlines
@@ -126,6 +132,9 @@ func (p *GoProbes) attach(shared bool) (err error) {
 	if err := p.registerOTel(); err != nil {
 		return err
 	}
+	if err := p.registerExt(); err != nil {
+		return err
+	}
 	if p.exe, err = link.OpenExecutable(attachPath); err != nil {
 		return fmt.Errorf("open executable %s: %w", attachPath, err)
 	}
@@ -174,6 +183,7 @@ func (p *GoProbes) resolve() (godeadlineTtGoOffsets, error) {
 	p.httpSites = p.resolveHTTP()
 	p.resolveOTel(&offs)
 	p.resolveRoundTrip(&offs)
+	p.resolveExt()
 	for _, f := range []struct {
 		typ, path string
 		dst       *uint32
@@ -206,12 +216,9 @@ func (p *GoProbes) SetDetail(on bool) error {
 		return nil
 	}
 	if !on {
-		var errs []error
-		for _, l := range p.detail {
-			errs = append(errs, l.Close())
-		}
+		err := closeLinks(p.detail)
 		p.detail = nil
-		return errors.Join(errs...)
+		return err
 	}
 	var ls []link.Link
 	attach := func(prog string, addr uint64) error {
@@ -230,7 +237,7 @@ func (p *GoProbes) SetDetail(on bool) error {
 			return err
 		}
 	}
-	sites := append(append([]site(nil), p.httpSites...), p.spanSites...)
+	sites := append(append(append([]site(nil), p.httpSites...), p.spanSites...), p.ext.sites...)
 	if p.audit == nil { // the audit's call probes already see every call
 		sites = append(sites, p.tripSites...)
 	}
@@ -393,7 +400,7 @@ func setTrace(r *godeadlineTtGoEvent, out *event.Deadline) {
 		out.TraceNote = "the binary does not link OpenTelemetry"
 	}
 	if tid, sid, flags, ok := parseTraceparent(r.Traceparent[:]); ok {
-		out.TraceID, out.SpanID, out.TraceSource = tid, sid, "http_traceparent"
+		out.TraceID, out.SpanID, out.TraceSource = tid, sid, traceparentSource(r.TraceparentSrc)
 		out.TraceSampled = flags&1 != 0
 		out.TraceNote = ""
 	}
@@ -552,7 +559,8 @@ const spanUnknown = 0xffffffff
 // UprobeHits is the number of uprobe traps the process has taken from these
 // probes: what a request pays.
 func (s GoStats) UprobeHits() uint64 {
-	return s.ExpiryHits + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits + s.RoundTripHits
+	return s.ExpiryHits + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits + s.RoundTripHits +
+		s.GRPCHeaderHits + s.GRPCStreamHits + s.DialHits + s.NewprocHits
 }
 
 // resolveRoundTrip finds what binding a net/http request to its connection
@@ -650,12 +658,9 @@ func (p *GoProbes) SetAudit(on bool) error {
 		return nil
 	}
 	if !on {
-		var errs []error
-		for _, l := range p.audit {
-			errs = append(errs, l.Close())
-		}
+		err := closeLinks(p.audit)
 		p.audit = nil
-		return errors.Join(errs...)
+		return err
 	}
 	if len(p.tripSites) == 0 {
 		return fmt.Errorf("audit: no net/http client call site in this binary")

@@ -21,6 +21,21 @@ type godeadlineCreation struct {
 	DeadlineWall uint64
 	DeadlineExt  int64
 	Traceparent  [56]uint8
+	TpSrc        uint8
+	_            [7]byte
+}
+
+type godeadlineDial struct {
+	_     structs.HostLayout
+	Netfd uint64
+	Goid  uint64
+}
+
+type godeadlineGrpcStream struct {
+	_         structs.HostLayout
+	Pid       uint32
+	Id        uint32
+	Transport uint64
 }
 
 type godeadlinePidPtr struct {
@@ -39,8 +54,9 @@ type godeadlineSpanIds struct {
 }
 
 type godeadlineTraceparent struct {
-	_ structs.HostLayout
-	S [56]uint8
+	_   structs.HostLayout
+	S   [56]uint8
+	Src uint8
 }
 
 type godeadlineTtGoBinding struct {
@@ -58,6 +74,8 @@ type godeadlineTtGoBinding struct {
 	TraceId      [16]uint8
 	SpanId       [8]uint8
 	Pcs          [12]uint64
+	Fd           int32
+	Pad2         uint32
 }
 
 type godeadlineTtGoBindingKind uint32
@@ -65,6 +83,8 @@ type godeadlineTtGoBindingKind uint32
 const (
 	godeadlineTtGoBindingKindTT_BIND_HTTP_ROUNDTRIP godeadlineTtGoBindingKind = 1
 	godeadlineTtGoBindingKindTT_BIND_HTTP_END       godeadlineTtGoBindingKind = 2
+	godeadlineTtGoBindingKindTT_BIND_GRPC_STREAM    godeadlineTtGoBindingKind = 3
+	godeadlineTtGoBindingKindTT_BIND_DIAL           godeadlineTtGoBindingKind = 4
 )
 
 type godeadlineTtGoCtxItab struct {
@@ -75,28 +95,36 @@ type godeadlineTtGoCtxItab struct {
 	Pad       [2]uint8
 }
 
+type godeadlineTtGoDialOffsets struct {
+	_        structs.HostLayout
+	NetfdPfd uint32
+	PfdSysfd uint32
+}
+
 type godeadlineTtGoEvent struct {
-	_            structs.HostLayout
-	TsNs         uint64
-	Ctx          uint64
-	Goid         uint64
-	DeadlineWall uint64
-	DeadlineExt  int64
-	Children     uint64
-	CreatedNs    uint64
-	CreatedPcs   [6]uint64
-	CreatedGoid  uint64
-	Pid          uint32
-	Tid          uint32
-	Kind         uint8
-	TraceStatus  uint8
-	TraceDepth   uint8
-	TraceFlags   uint8
-	Pad          [4]uint8
-	TraceId      [16]uint8
-	SpanId       [8]uint8
-	StopItab     uint64
-	Traceparent  [56]uint8
+	_              structs.HostLayout
+	TsNs           uint64
+	Ctx            uint64
+	Goid           uint64
+	DeadlineWall   uint64
+	DeadlineExt    int64
+	Children       uint64
+	CreatedNs      uint64
+	CreatedPcs     [6]uint64
+	CreatedGoid    uint64
+	Pid            uint32
+	Tid            uint32
+	Kind           uint8
+	TraceStatus    uint8
+	TraceDepth     uint8
+	TraceFlags     uint8
+	Pad            [4]uint8
+	TraceId        [16]uint8
+	SpanId         [8]uint8
+	StopItab       uint64
+	Traceparent    [56]uint8
+	TraceparentSrc uint8
+	Pad2           [7]uint8
 }
 
 type godeadlineTtGoExpiry uint32
@@ -105,6 +133,28 @@ const (
 	godeadlineTtGoExpiryTT_GO_TIMER_FIRED         godeadlineTtGoExpiry = 1
 	godeadlineTtGoExpiryTT_GO_EXPIRED_AT_CREATION godeadlineTtGoExpiry = 2
 )
+
+type godeadlineTtGoGrpcOffsets struct {
+	_             structs.HostLayout
+	StreamKeyType uint64
+	TcpconnItab   uint64
+	HasClient     uint32
+	HasServer     uint32
+	ClientConn    uint32
+	ConnFd        uint32
+	NetfdSysfd    uint32
+	MetaHeaders   uint32
+	MetaFields    uint32
+	FrameStreamId uint32
+	HfName        uint32
+	HfValue       uint32
+	HfSize        uint32
+	StreamId      uint32
+	StreamSt      uint32
+	ValuectxKey   uint32
+	ValuectxVal   uint32
+	StreamEmbed   uint32
+}
 
 type godeadlineTtGoHit uint32
 
@@ -118,7 +168,11 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_HTTP_REQUEST godeadlineTtGoHit = 6
 	godeadlineTtGoHitTT_GO_HIT_SPAN_START   godeadlineTtGoHit = 7
 	godeadlineTtGoHitTT_GO_HIT_ROUNDTRIP    godeadlineTtGoHit = 8
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 9
+	godeadlineTtGoHitTT_GO_HIT_GRPC_HEADERS godeadlineTtGoHit = 9
+	godeadlineTtGoHitTT_GO_HIT_GRPC_STREAM  godeadlineTtGoHit = 10
+	godeadlineTtGoHitTT_GO_HIT_DIAL         godeadlineTtGoHit = 11
+	godeadlineTtGoHitTT_GO_HIT_NEWPROC      godeadlineTtGoHit = 12
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 13
 )
 
 type godeadlineTtGoOffsets struct {
@@ -149,6 +203,15 @@ type godeadlineTtGoSpanType struct {
 	Pad   uint32
 }
 
+type godeadlineTtGoTpSource uint32
+
+const (
+	godeadlineTtGoTpSourceTT_TP_NONE      godeadlineTtGoTpSource = 0
+	godeadlineTtGoTpSourceTT_TP_HTTP      godeadlineTtGoTpSource = 1
+	godeadlineTtGoTpSourceTT_TP_GRPC      godeadlineTtGoTpSource = 2
+	godeadlineTtGoTpSourceTT_TP_GOROUTINE godeadlineTtGoTpSource = 3
+)
+
 type godeadlineTtGoTraceStatus uint32
 
 const (
@@ -168,32 +231,48 @@ const (
 	godeadlineMapChildSpans           = "child_spans"
 	godeadlineMapCreating             = "creating"
 	godeadlineMapDeadlines            = "deadlines"
+	godeadlineMapDialing              = "dialing"
 	godeadlineMapGoBindings           = "go_bindings"
 	godeadlineMapGoCtxItabs           = "go_ctx_itabs"
+	godeadlineMapGoDial               = "go_dial"
 	godeadlineMapGoEvents             = "go_events"
+	godeadlineMapGoGrpc               = "go_grpc"
 	godeadlineMapGoHits               = "go_hits"
 	godeadlineMapGoProcs              = "go_procs"
 	godeadlineMapGoSpanTypes          = "go_span_types"
+	godeadlineMapGrpcTp               = "grpc_tp"
 	godeadlineMapHttpTp               = "http_tp"
+	godeadlineMapNewprocParent        = "newproc_parent"
 	godeadlineProgGoCreateEntry       = "go_create_entry"
 	godeadlineProgGoCreateRet         = "go_create_ret"
+	godeadlineProgGoDialEntry         = "go_dial_entry"
+	godeadlineProgGoDialRet           = "go_dial_ret"
 	godeadlineProgGoExpiredAtCreation = "go_expired_at_creation"
+	godeadlineProgGoGrpcHeaders       = "go_grpc_headers"
+	godeadlineProgGoGrpcNewStream     = "go_grpc_new_stream"
 	godeadlineProgGoHttpHeader        = "go_http_header"
 	godeadlineProgGoHttpRequest       = "go_http_request"
 	godeadlineProgGoHttpRoundtrip     = "go_http_roundtrip"
 	godeadlineProgGoHttpRoundtripRet  = "go_http_roundtrip_ret"
+	godeadlineProgGoNewprocEntry      = "go_newproc_entry"
+	godeadlineProgGoNewprocRet        = "go_newproc_ret"
 	godeadlineProgGoSpanStartRet      = "go_span_start_ret"
 	godeadlineProgGoTimerFired        = "go_timer_fired"
 	godeadlineVarUnusedCreation       = "unused_creation"
+	godeadlineVarUnusedDial           = "unused_dial"
 	godeadlineVarUnusedGoBinding      = "unused_go_binding"
 	godeadlineVarUnusedGoBindingKind  = "unused_go_binding_kind"
 	godeadlineVarUnusedGoCtxItab      = "unused_go_ctx_itab"
+	godeadlineVarUnusedGoDialOffsets  = "unused_go_dial_offsets"
 	godeadlineVarUnusedGoEvent        = "unused_go_event"
 	godeadlineVarUnusedGoExpiry       = "unused_go_expiry"
+	godeadlineVarUnusedGoGrpcOffsets  = "unused_go_grpc_offsets"
 	godeadlineVarUnusedGoHit          = "unused_go_hit"
 	godeadlineVarUnusedGoOffsets      = "unused_go_offsets"
 	godeadlineVarUnusedGoSpanType     = "unused_go_span_type"
+	godeadlineVarUnusedGoTpSource     = "unused_go_tp_source"
 	godeadlineVarUnusedGoTraceStatus  = "unused_go_trace_status"
+	godeadlineVarUnusedGrpcStream     = "unused_grpc_stream"
 	godeadlineVarUnusedPidPtr         = "unused_pid_ptr"
 )
 
@@ -241,11 +320,17 @@ type godeadlineSpecs struct {
 type godeadlineProgramSpecs struct {
 	GoCreateEntry       *ebpf.ProgramSpec `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.ProgramSpec `ebpf:"go_create_ret"`
+	GoDialEntry         *ebpf.ProgramSpec `ebpf:"go_dial_entry"`
+	GoDialRet           *ebpf.ProgramSpec `ebpf:"go_dial_ret"`
 	GoExpiredAtCreation *ebpf.ProgramSpec `ebpf:"go_expired_at_creation"`
+	GoGrpcHeaders       *ebpf.ProgramSpec `ebpf:"go_grpc_headers"`
+	GoGrpcNewStream     *ebpf.ProgramSpec `ebpf:"go_grpc_new_stream"`
 	GoHttpHeader        *ebpf.ProgramSpec `ebpf:"go_http_header"`
 	GoHttpRequest       *ebpf.ProgramSpec `ebpf:"go_http_request"`
 	GoHttpRoundtrip     *ebpf.ProgramSpec `ebpf:"go_http_roundtrip"`
 	GoHttpRoundtripRet  *ebpf.ProgramSpec `ebpf:"go_http_roundtrip_ret"`
+	GoNewprocEntry      *ebpf.ProgramSpec `ebpf:"go_newproc_entry"`
+	GoNewprocRet        *ebpf.ProgramSpec `ebpf:"go_newproc_ret"`
 	GoSpanStartRet      *ebpf.ProgramSpec `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.ProgramSpec `ebpf:"go_timer_fired"`
 }
@@ -254,16 +339,21 @@ type godeadlineProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineMapSpecs struct {
-	ChildSpans  *ebpf.MapSpec `ebpf:"child_spans"`
-	Creating    *ebpf.MapSpec `ebpf:"creating"`
-	Deadlines   *ebpf.MapSpec `ebpf:"deadlines"`
-	GoBindings  *ebpf.MapSpec `ebpf:"go_bindings"`
-	GoCtxItabs  *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
-	GoEvents    *ebpf.MapSpec `ebpf:"go_events"`
-	GoHits      *ebpf.MapSpec `ebpf:"go_hits"`
-	GoProcs     *ebpf.MapSpec `ebpf:"go_procs"`
-	GoSpanTypes *ebpf.MapSpec `ebpf:"go_span_types"`
-	HttpTp      *ebpf.MapSpec `ebpf:"http_tp"`
+	ChildSpans    *ebpf.MapSpec `ebpf:"child_spans"`
+	Creating      *ebpf.MapSpec `ebpf:"creating"`
+	Deadlines     *ebpf.MapSpec `ebpf:"deadlines"`
+	Dialing       *ebpf.MapSpec `ebpf:"dialing"`
+	GoBindings    *ebpf.MapSpec `ebpf:"go_bindings"`
+	GoCtxItabs    *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
+	GoDial        *ebpf.MapSpec `ebpf:"go_dial"`
+	GoEvents      *ebpf.MapSpec `ebpf:"go_events"`
+	GoGrpc        *ebpf.MapSpec `ebpf:"go_grpc"`
+	GoHits        *ebpf.MapSpec `ebpf:"go_hits"`
+	GoProcs       *ebpf.MapSpec `ebpf:"go_procs"`
+	GoSpanTypes   *ebpf.MapSpec `ebpf:"go_span_types"`
+	GrpcTp        *ebpf.MapSpec `ebpf:"grpc_tp"`
+	HttpTp        *ebpf.MapSpec `ebpf:"http_tp"`
+	NewprocParent *ebpf.MapSpec `ebpf:"newproc_parent"`
 }
 
 // godeadlineVariableSpecs contains global variables before they are loaded into the kernel.
@@ -271,15 +361,20 @@ type godeadlineMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineVariableSpecs struct {
 	UnusedCreation      *ebpf.VariableSpec `ebpf:"unused_creation"`
+	UnusedDial          *ebpf.VariableSpec `ebpf:"unused_dial"`
 	UnusedGoBinding     *ebpf.VariableSpec `ebpf:"unused_go_binding"`
 	UnusedGoBindingKind *ebpf.VariableSpec `ebpf:"unused_go_binding_kind"`
 	UnusedGoCtxItab     *ebpf.VariableSpec `ebpf:"unused_go_ctx_itab"`
+	UnusedGoDialOffsets *ebpf.VariableSpec `ebpf:"unused_go_dial_offsets"`
 	UnusedGoEvent       *ebpf.VariableSpec `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.VariableSpec `ebpf:"unused_go_expiry"`
+	UnusedGoGrpcOffsets *ebpf.VariableSpec `ebpf:"unused_go_grpc_offsets"`
 	UnusedGoHit         *ebpf.VariableSpec `ebpf:"unused_go_hit"`
 	UnusedGoOffsets     *ebpf.VariableSpec `ebpf:"unused_go_offsets"`
 	UnusedGoSpanType    *ebpf.VariableSpec `ebpf:"unused_go_span_type"`
+	UnusedGoTpSource    *ebpf.VariableSpec `ebpf:"unused_go_tp_source"`
 	UnusedGoTraceStatus *ebpf.VariableSpec `ebpf:"unused_go_trace_status"`
+	UnusedGrpcStream    *ebpf.VariableSpec `ebpf:"unused_grpc_stream"`
 	UnusedPidPtr        *ebpf.VariableSpec `ebpf:"unused_pid_ptr"`
 }
 
@@ -303,16 +398,21 @@ func (o *godeadlineObjects) Close() error {
 //
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlineMaps struct {
-	ChildSpans  *ebpf.Map `ebpf:"child_spans"`
-	Creating    *ebpf.Map `ebpf:"creating"`
-	Deadlines   *ebpf.Map `ebpf:"deadlines"`
-	GoBindings  *ebpf.Map `ebpf:"go_bindings"`
-	GoCtxItabs  *ebpf.Map `ebpf:"go_ctx_itabs"`
-	GoEvents    *ebpf.Map `ebpf:"go_events"`
-	GoHits      *ebpf.Map `ebpf:"go_hits"`
-	GoProcs     *ebpf.Map `ebpf:"go_procs"`
-	GoSpanTypes *ebpf.Map `ebpf:"go_span_types"`
-	HttpTp      *ebpf.Map `ebpf:"http_tp"`
+	ChildSpans    *ebpf.Map `ebpf:"child_spans"`
+	Creating      *ebpf.Map `ebpf:"creating"`
+	Deadlines     *ebpf.Map `ebpf:"deadlines"`
+	Dialing       *ebpf.Map `ebpf:"dialing"`
+	GoBindings    *ebpf.Map `ebpf:"go_bindings"`
+	GoCtxItabs    *ebpf.Map `ebpf:"go_ctx_itabs"`
+	GoDial        *ebpf.Map `ebpf:"go_dial"`
+	GoEvents      *ebpf.Map `ebpf:"go_events"`
+	GoGrpc        *ebpf.Map `ebpf:"go_grpc"`
+	GoHits        *ebpf.Map `ebpf:"go_hits"`
+	GoProcs       *ebpf.Map `ebpf:"go_procs"`
+	GoSpanTypes   *ebpf.Map `ebpf:"go_span_types"`
+	GrpcTp        *ebpf.Map `ebpf:"grpc_tp"`
+	HttpTp        *ebpf.Map `ebpf:"http_tp"`
+	NewprocParent *ebpf.Map `ebpf:"newproc_parent"`
 }
 
 func (m *godeadlineMaps) Close() error {
@@ -320,13 +420,18 @@ func (m *godeadlineMaps) Close() error {
 		m.ChildSpans,
 		m.Creating,
 		m.Deadlines,
+		m.Dialing,
 		m.GoBindings,
 		m.GoCtxItabs,
+		m.GoDial,
 		m.GoEvents,
+		m.GoGrpc,
 		m.GoHits,
 		m.GoProcs,
 		m.GoSpanTypes,
+		m.GrpcTp,
 		m.HttpTp,
+		m.NewprocParent,
 	)
 }
 
@@ -335,15 +440,20 @@ func (m *godeadlineMaps) Close() error {
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlineVariables struct {
 	UnusedCreation      *ebpf.Variable `ebpf:"unused_creation"`
+	UnusedDial          *ebpf.Variable `ebpf:"unused_dial"`
 	UnusedGoBinding     *ebpf.Variable `ebpf:"unused_go_binding"`
 	UnusedGoBindingKind *ebpf.Variable `ebpf:"unused_go_binding_kind"`
 	UnusedGoCtxItab     *ebpf.Variable `ebpf:"unused_go_ctx_itab"`
+	UnusedGoDialOffsets *ebpf.Variable `ebpf:"unused_go_dial_offsets"`
 	UnusedGoEvent       *ebpf.Variable `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.Variable `ebpf:"unused_go_expiry"`
+	UnusedGoGrpcOffsets *ebpf.Variable `ebpf:"unused_go_grpc_offsets"`
 	UnusedGoHit         *ebpf.Variable `ebpf:"unused_go_hit"`
 	UnusedGoOffsets     *ebpf.Variable `ebpf:"unused_go_offsets"`
 	UnusedGoSpanType    *ebpf.Variable `ebpf:"unused_go_span_type"`
+	UnusedGoTpSource    *ebpf.Variable `ebpf:"unused_go_tp_source"`
 	UnusedGoTraceStatus *ebpf.Variable `ebpf:"unused_go_trace_status"`
+	UnusedGrpcStream    *ebpf.Variable `ebpf:"unused_grpc_stream"`
 	UnusedPidPtr        *ebpf.Variable `ebpf:"unused_pid_ptr"`
 }
 
@@ -353,11 +463,17 @@ type godeadlineVariables struct {
 type godeadlinePrograms struct {
 	GoCreateEntry       *ebpf.Program `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.Program `ebpf:"go_create_ret"`
+	GoDialEntry         *ebpf.Program `ebpf:"go_dial_entry"`
+	GoDialRet           *ebpf.Program `ebpf:"go_dial_ret"`
 	GoExpiredAtCreation *ebpf.Program `ebpf:"go_expired_at_creation"`
+	GoGrpcHeaders       *ebpf.Program `ebpf:"go_grpc_headers"`
+	GoGrpcNewStream     *ebpf.Program `ebpf:"go_grpc_new_stream"`
 	GoHttpHeader        *ebpf.Program `ebpf:"go_http_header"`
 	GoHttpRequest       *ebpf.Program `ebpf:"go_http_request"`
 	GoHttpRoundtrip     *ebpf.Program `ebpf:"go_http_roundtrip"`
 	GoHttpRoundtripRet  *ebpf.Program `ebpf:"go_http_roundtrip_ret"`
+	GoNewprocEntry      *ebpf.Program `ebpf:"go_newproc_entry"`
+	GoNewprocRet        *ebpf.Program `ebpf:"go_newproc_ret"`
 	GoSpanStartRet      *ebpf.Program `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.Program `ebpf:"go_timer_fired"`
 }
@@ -366,11 +482,17 @@ func (p *godeadlinePrograms) Close() error {
 	return _GodeadlineClose(
 		p.GoCreateEntry,
 		p.GoCreateRet,
+		p.GoDialEntry,
+		p.GoDialRet,
 		p.GoExpiredAtCreation,
+		p.GoGrpcHeaders,
+		p.GoGrpcNewStream,
 		p.GoHttpHeader,
 		p.GoHttpRequest,
 		p.GoHttpRoundtrip,
 		p.GoHttpRoundtripRet,
+		p.GoNewprocEntry,
+		p.GoNewprocRet,
 		p.GoSpanStartRet,
 		p.GoTimerFired,
 	)

@@ -53,19 +53,20 @@ type GoNode struct {
 	// useUprobeMulti).
 	multi bool
 
-	mu           sync.Mutex
-	procs        map[uint32]*GoProbes
-	gone         map[uint32]goneProc // removed recently: late events still decode
-	exes         map[gobin.FileID]*sharedCold
-	bins         map[gobin.FileID]*binRef // analysed executables, shared by their processes
-	swept        uint64
-	decodeErrors uint64
-	unknownPID   uint64 // events of processes not (or no longer) traced
-	duplicates   uint64 // expiries seen twice (shared probes on one inode), reported once
-	dup          expirySeen
-	callsDropped uint64
-	closeOnce    sync.Once
-	closeErr     error
+	mu             sync.Mutex
+	procs          map[uint32]*GoProbes
+	gone           map[uint32]goneProc // removed recently: late events still decode
+	exes           map[gobin.FileID]*sharedCold
+	bins           map[gobin.FileID]*binRef // analysed executables, shared by their processes
+	swept          uint64
+	decodeErrors   uint64
+	unknownPID     uint64 // events of processes not (or no longer) traced
+	duplicates     uint64 // expiries seen twice (shared probes on one inode), reported once
+	lateCookieErrs uint64 // of processes already forgotten
+	dup            expirySeen
+	callsDropped   uint64
+	closeOnce      sync.Once
+	closeErr       error
 }
 
 // sharedCold are the cold probes of one executable file, attached for every
@@ -485,7 +486,11 @@ func (n *GoNode) forget(pid uint32) {
 	if n.coll == nil {
 		return
 	}
-	n.coll.Maps["go_procs"].Delete(pid)
+	for _, name := range []string{"go_procs", "go_grpc", "go_dial"} { // keyed by tgid
+		if m := n.coll.Maps[name]; m != nil {
+			m.Delete(pid)
+		}
+	}
 	for _, name := range []string{"go_ctx_itabs", "go_span_types", "deadlines"} {
 		m := n.coll.Maps[name]
 		var keys []godeadlinePidPtr
@@ -583,6 +588,10 @@ func (n *GoNode) readBindings(poll time.Duration) {
 		if p == nil {
 			return true
 		}
+		p.lateCookie(&r)
+		if handled, cont := p.deliverExt(&r); handled {
+			return cont
+		}
 		if r.Kind == uint8(godeadlineTtGoBindingKindTT_BIND_HTTP_END) {
 			c := event.Call{Mono: r.TsNs, Time: n.clk.wall(r.TsNs), PID: r.Pid, Comm: p.comm, Goid: r.Goid, Kind: "http", End: true}
 			select {
@@ -659,7 +668,8 @@ func (n *GoNode) sweep() {
 func (n *GoNode) Stats() (GoStats, error) {
 	var s GoStats
 	m := n.coll.Maps["go_hits"]
-	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits, &s.RoundTripHits}
+	dst := []*uint64{&s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits, &s.RoundTripHits,
+		&s.GRPCHeaderHits, &s.GRPCStreamHits, &s.DialHits, &s.NewprocHits}
 	for i, d := range dst {
 		var perCPU []uint64
 		if err := m.Lookup(uint32(i), &perCPU); err != nil {
@@ -671,7 +681,20 @@ func (n *GoNode) Stats() (GoStats, error) {
 	}
 	n.mu.Lock()
 	s.Swept, s.DecodeErrors, s.Duplicates = n.swept, n.decodeErrors, n.duplicates
+	procs := make([]*GoProbes, 0, len(n.procs)+len(n.gone))
+	for _, p := range n.procs {
+		procs = append(procs, p)
+	}
+	for _, g := range n.gone {
+		procs = append(procs, g.p)
+	}
+	s.LateCookieErrors = n.lateCookieErrs
 	n.mu.Unlock()
+	for _, p := range procs {
+		p.mu.Lock()
+		s.LateCookieErrors += p.ext.lateCookieErrs
+		p.mu.Unlock()
+	}
 	return s, nil
 }
 

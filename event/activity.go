@@ -41,7 +41,10 @@ const (
 	BindHTTPRoundTrip = "http_roundtrip"
 	// BindGRPCStream: gRPC opened the goroutine's stream on the transport.
 	BindGRPCStream = "grpc_stream"
-	// BindDial: the goroutine dialed the socket under its context.
+	// BindDial: the socket was dialed under a context whose nearest
+	// deadline the goroutine set (net/http dials on a goroutine of its own,
+	// under the request's values), or, when that deadline's creation was
+	// not seen, by the goroutine itself.
 	BindDial = "dial"
 )
 

@@ -34,7 +34,7 @@ type TimeoutJSON struct {
 	Context      string   `json:"context"` // address of the *timerCtx, for joining with other tools
 	TraceID      string   `json:"trace_id"`
 	SpanID       string   `json:"span_id"`
-	TraceSource  string   `json:"trace_source"` // otel_context, http_traceparent, or "" when none
+	TraceSource  string   `json:"trace_source"` // otel_context, http_traceparent, grpc_metadata, child_span, goroutine, or "" when none
 	TraceSampled bool     `json:"trace_sampled,omitempty"`
 	TraceNote    string   `json:"trace_note,omitempty"` // why there is no trace ID
 	// Cause is what the network (or the process) did to the request: the

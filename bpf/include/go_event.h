@@ -37,6 +37,54 @@ struct tt_go_offsets {
 enum tt_go_binding_kind {
 	TT_BIND_HTTP_ROUNDTRIP = 1, /* net/http: the request was written to this connection */
 	TT_BIND_HTTP_END = 2,       /* net/http: the round trip returned */
+	TT_BIND_GRPC_STREAM = 3,    /* gRPC: a stream of the goroutine's call opened on this transport */
+	TT_BIND_DIAL = 4,           /* a connection dialed under the context of a deadline (goid: its creator) */
+};
+
+/* Where the traceparent of a deadline's creation came from. Only append. */
+enum tt_go_tp_source {
+	TT_TP_NONE = 0,
+	TT_TP_HTTP = 1,      /* net/http server: the request's header line */
+	TT_TP_GRPC = 2,      /* gRPC server: the stream's metadata, as its HEADERS frame was decoded */
+	TT_TP_GOROUTINE = 3, /* inherited from the goroutine that started this one */
+};
+
+/*
+ * google.golang.org/grpc (and golang.org/x/net/http2) layout in the traced
+ * binary, resolved in userspace; 0 in has_client/has_server turns that side off.
+ */
+struct tt_go_grpc_offsets {
+	__u64 stream_key_type;  /* type descriptor of grpc.streamKey (runtime address) */
+	__u64 tcpconn_itab;     /* itab of *net.TCPConn as a net.Conn (runtime address) */
+	__u32 has_client;       /* (*http2Client).NewStream is probed */
+	__u32 has_server;       /* (*http2Server).operateHeaders is probed */
+	__u32 client_conn;      /* transport.http2Client.conn (a net.Conn) */
+	__u32 conn_fd;          /* net.conn.fd (*netFD) */
+	__u32 netfd_sysfd;      /* net.netFD.pfd + internal/poll.FD.Sysfd */
+	__u32 meta_headers;     /* http2.MetaHeadersFrame.HeadersFrame (*HeadersFrame) */
+	__u32 meta_fields;      /* http2.MetaHeadersFrame.Fields ([]hpack.HeaderField) */
+	__u32 frame_stream_id;  /* http2.HeadersFrame.FrameHeader.StreamID (uint32) */
+	__u32 hf_name;          /* hpack.HeaderField.Name (string) */
+	__u32 hf_value;         /* hpack.HeaderField.Value (string) */
+	__u32 hf_size;          /* sizeof(hpack.HeaderField) */
+	__u32 stream_id;        /* transport.ServerStream: Stream.id (uint32) */
+	__u32 stream_st;        /* transport.ServerStream.st (interface; data word at +8: the *http2Server) */
+	__u32 valuectx_key;     /* context.valueCtx.key (an any) */
+	__u32 valuectx_val;     /* context.valueCtx.val (an any) */
+	__u32 stream_embed;     /* offset of the stream's *Stream (grpc-go 1.69-1.7x), whose id is at stream_id;
+				   TT_GO_NO_EMBED: the id is in the stream itself */
+};
+
+#define TT_GO_NO_EMBED 0xffffffff
+
+/*
+ * Dial layout: net.netFD.connect's receiver and context; the fd is read at
+ * its call to internal/poll.(*FD).WaitWrite (the SYN is out: the socket has
+ * its cookie), whose receiver is &netFD.pfd.
+ */
+struct tt_go_dial_offsets {
+	__u32 netfd_pfd;        /* net.netFD.pfd (internal/poll.FD) */
+	__u32 pfd_sysfd;        /* internal/poll.FD.Sysfd */
 };
 
 #define TT_GO_CALL_STACK 12
@@ -61,6 +109,10 @@ struct tt_go_binding {
 	__u8 trace_id[16];
 	__u8 span_id[8];
 	__u64 pcs[TT_GO_CALL_STACK];
+	/* The connection's file descriptor, -1 when unknown: userspace asks the
+	 * kernel for the cookie of a socket no hook has seen yet (cookie 0). */
+	__s32 fd;
+	__u32 _pad2;
 };
 
 /* sc_off of a span type whose layout is unknown: the walk stops there. */
@@ -105,7 +157,11 @@ enum tt_go_hit {
 	TT_GO_HIT_HTTP_REQUEST = 6,/* detail: net/http requests read */
 	TT_GO_HIT_SPAN_START = 7,  /* detail: OpenTelemetry spans started */
 	TT_GO_HIT_ROUNDTRIP = 8,   /* detail: net/http client round trips */
-	TT_GO_HIT_MAX = 9,
+	TT_GO_HIT_GRPC_HEADERS = 9,/* detail: gRPC server HEADERS frames (inbound metadata) */
+	TT_GO_HIT_GRPC_STREAM = 10,/* detail: gRPC client streams opened */
+	TT_GO_HIT_DIAL = 11,       /* detail: connects (netFD.connect entry, syscall.Connect returns) */
+	TT_GO_HIT_NEWPROC = 12,    /* detail: goroutines started (runtime.newproc1 entry and returns) */
+	TT_GO_HIT_MAX = 13,
 };
 
 struct tt_go_event {
@@ -131,6 +187,8 @@ struct tt_go_event {
 	/* The traceparent header of the request being served by the goroutine
 	 * that set the deadline (detail tier, net/http servers), raw text. */
 	__u8 traceparent[TT_TRACEPARENT_LEN];
+	__u8 traceparent_src; /* enum tt_go_tp_source */
+	__u8 _pad2[7];
 };
 
 #endif

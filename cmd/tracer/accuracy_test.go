@@ -21,6 +21,7 @@ var accuracyN = flag.Int("accuracy.n", 8, "requests per scenario in the accuracy
 // fault, and the class each client-logged expiry should get (by target).
 type accScenario struct {
 	name    string
+	proto   string   // client -proto; "" is http
 	servers []string // labapp server args; "--" separates servers
 	client  []string // labapp client args after -proto/-target/-n
 	target  string   // client -target (SERVER is replaced)
@@ -38,6 +39,13 @@ func accuracyMatrix(n int) []accScenario {
 			client: []string{"-n", fmt.Sprint(3 * 4), "-concurrency", "4", "-timeout", "1200ms", "-span", "before"},
 			fault:  func(p *netlab.Pair) error { return p.Blackhole(8080) }, after: 150 * time.Millisecond,
 			want: map[string]string{"SERVER:8080": "rto"}},
+		// gRPC: every call is a stream on one shared connection, whose I/O
+		// the transport's goroutines do; the call is bound to it at
+		// (*http2Client).NewStream.
+		{name: "grpc_rto", proto: "grpc", servers: []string{"grpc-server", "-addr", ":8080", "-delay", "100ms"}, target: "SERVER:8080",
+			client: []string{"-n", fmt.Sprint(3 * 4), "-concurrency", "4", "-timeout", "1200ms", "-span", "before"},
+			fault:  func(p *netlab.Pair) error { return p.Blackhole(8080) }, after: 150 * time.Millisecond,
+			want: map[string]string{"SERVER:8080": "rto"}},
 		{name: "syn_timeout", servers: fast, target: "SERVER:8080",
 			client: []string{"-n", ns, "-concurrency", "2", "-timeout", "1500ms", "-span", "before"},
 			fault:  func(p *netlab.Pair) error { return p.DropSYN(8080) },
@@ -51,6 +59,18 @@ func accuracyMatrix(n int) []accScenario {
 		{name: "local", servers: fast, target: "SERVER:8080",
 			client: []string{"-n", ns, "-concurrency", "2", "-timeout", "150ms", "-span", "before", "-local-wait", "2s"},
 			want:   map[string]string{"SERVER:8080": "local"}},
+		// A bulk upload (-req-bytes) over a link that loses a few percent of
+		// what the client sends (handshakes spared): the client's socket
+		// retransmits in fast recovery, and a tight deadline expires
+		// mid-upload. Loss on the response would make the server's socket
+		// retransmit, which is not the traced process's connection. On the
+		// lab's veth (RTT ~50 µs) fast recovery costs next to nothing: the
+		// uploads that miss the deadline are the ones where a loss escalated
+		// to an RTO, so rto is a right answer here too (see score).
+		{name: "fast_retransmit", servers: []string{"http-server", "-addr", ":8080"}, target: "SERVER:8080",
+			client: []string{"-n", fmt.Sprint(2 * n), "-concurrency", "2", "-timeout", "100ms", "-span", "before", "-req-bytes", "16000000"},
+			fault:  func(p *netlab.Pair) error { return p.LossAfterHandshake(8080, 0.08) },
+			want:   map[string]string{"SERVER:8080": "fast_retransmit"}},
 		{name: "healthy", servers: []string{"http-server", "-addr", ":8080"}, target: "SERVER:8080",
 			client: []string{"-n", ns, "-concurrency", "2", "-timeout", "1s", "-span", "before"},
 			want:   map[string]string{}},
@@ -76,7 +96,11 @@ type accRow struct {
 
 func runAccuracy(t *testing.T, sc accScenario, detail string) accRow {
 	t.Helper()
-	client := append([]string{"client", "-proto", "http", "-target", sc.target}, sc.client...)
+	proto := sc.proto
+	if proto == "" {
+		proto = "http"
+	}
+	client := append([]string{"client", "-proto", proto, "-target", sc.target}, sc.client...)
 	var during func(*netlab.Pair)
 	if sc.fault != nil {
 		during = func(p *netlab.Pair) {
@@ -124,9 +148,14 @@ func score(sc accScenario, detail string, run labRun) accRow {
 		}
 		row.byConfidence[conf]++
 		row.byClass[class]++
-		if conf == "exact" || conf == "probable" {
+		// An unknown class asserts no cause: it is not counted as a sure
+		// answer even when the connection is exactly bound (e.g. a dial
+		// bound to its request whose SYN was unanswered for less than the
+		// first SYN retry: the correlator will not call that a timeout).
+		if (conf == "exact" || conf == "probable") && class != "unknown" {
 			row.sure++
-			if class == exp || (exp == "rto" && (class == "tlp" || class == "syn_timeout")) {
+			if class == exp || (exp == "rto" && (class == "tlp" || class == "syn_timeout")) ||
+				(exp == "fast_retransmit" && (class == "rto" || class == "tlp")) {
 				row.rightSure++
 			}
 		}

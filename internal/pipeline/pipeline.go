@@ -221,12 +221,12 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
-	if p.goP, err = collector.StartGo(collector.GoConfig{PID: cfg.PID, Logger: cfg.Logger}); err != nil {
+	if p.goP, err = collector.StartGo(collector.GoConfig{PID: cfg.PID, Logger: p.log}); err != nil {
 		return nil, err
 	}
 	p.goN = p.goP.Node()
 	if p.tcp, err = collector.StartTCP(collector.Config{PID: uint32(cfg.PID), Lifecycle: true,
-		ActivityInterval: cfg.Activity, Logger: cfg.Logger}); err != nil {
+		ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
 		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
 	}
 	if err := p.corrStart(); err != nil {
@@ -255,10 +255,10 @@ func StartNode(cfg Config, sink Sink) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
-	if p.goN, err = collector.NewGoNode(collector.GoNodeConfig{Logger: cfg.Logger}); err != nil {
+	if p.goN, err = collector.NewGoNode(collector.GoNodeConfig{Logger: p.log}); err != nil {
 		return nil, err
 	}
-	if p.tcp, err = collector.StartTCP(collector.Config{Lifecycle: true, ActivityInterval: cfg.Activity, Logger: cfg.Logger}); err != nil {
+	if p.tcp, err = collector.StartTCP(collector.Config{Lifecycle: true, ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
 		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
 	}
 	if err := p.corrStart(); err != nil {

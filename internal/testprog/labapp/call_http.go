@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ type httpCaller struct {
 	client      *http.Client
 	url         string
 	traceparent string
+	body        []byte // POSTed when not empty (-req-bytes)
 }
 
 // newHTTPCaller builds the client. Its transport never uses a proxy, so
@@ -38,13 +40,18 @@ func newHTTPCaller(cfg clientConfig, tel *telemetry) *httpCaller {
 		client:      &http.Client{Transport: rt},
 		url:         url + cfg.path,
 		traceparent: cfg.traceparent,
+		body:        make([]byte, cfg.reqBytes),
 	}
 }
 
 // call sends one request and reads the whole answer; a status other than
 // 200 is an error.
 func (c *httpCaller) call(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	method, body := http.MethodGet, io.Reader(nil)
+	if len(c.body) > 0 {
+		method, body = http.MethodPost, bytes.NewReader(c.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url, body)
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
 	}

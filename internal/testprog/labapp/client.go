@@ -48,6 +48,7 @@ type clientConfig struct {
 	ballastMB   int
 	garbageKB   int
 	gogc        int
+	reqBytes    int
 }
 
 // bind registers the client flags on fs.
@@ -63,6 +64,8 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.IntVar(&c.gogc, "gogc", 0, "set the GC percentage (debug.SetGCPercent) before the ballast is made; 0 leaves GOGC alone")
 	fs.StringVar(&c.path, "path", "/work", "HTTP path")
 	fs.IntVar(&c.n, "n", 1, "number of requests")
+	fs.IntVar(&c.reqBytes, "req-bytes", 0,
+		"HTTP: POST a body of this many bytes (a bulk upload: loss on the link makes the client's socket retransmit)")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "concurrent workers")
 	fs.DurationVar(&c.timeout, "timeout", time.Second, "per-request context.WithTimeout; 0 for no deadline")
 	fs.StringVar(&c.span, "span", spanBefore,
@@ -89,6 +92,9 @@ func (c *clientConfig) check(explicit map[string]bool) error {
 	}
 	if c.burn < 0 || c.ballastMB < 0 || c.garbageKB < 0 {
 		return fmt.Errorf("-burn %d -ballast-mb %d -garbage-kb %d: want >= 0", c.burn, c.ballastMB, c.garbageKB)
+	}
+	if c.reqBytes < 0 || c.reqBytes > 0 && c.proto != "http" {
+		return fmt.Errorf("-req-bytes %d: want >= 0, with -proto http", c.reqBytes)
 	}
 	if c.n < 0 || c.concurrency < 1 {
 		return fmt.Errorf("-n %d -concurrency %d: want n >= 0 and concurrency >= 1", c.n, c.concurrency)

@@ -18,7 +18,7 @@ import (
 // it is told to stop.
 const shutdownGrace = 5 * time.Second
 
-// runHTTPServer is the http-server subcommand: GET /work waits and answers
+// runHTTPServer is the http-server subcommand: GET (or POST) /work waits and answers
 // "ok", until ctx ends.
 func runHTTPServer(ctx context.Context, args []string, out *lineWriter) error {
 	var (
@@ -36,7 +36,7 @@ func runHTTPServer(ctx context.Context, args []string, out *lineWriter) error {
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle("GET /work", &workHandler{work: w, out: out})
+	mux.Handle("/work", &workHandler{work: w, out: out}) // GET, or POST with a bulk body (client -req-bytes)
 	var h http.Handler = mux
 	if withOTel {
 		tel := newTelemetry()
@@ -82,7 +82,12 @@ type workHandler struct {
 func (h *workHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	traceID, spanID := requestTrace(r.Context(), r.Header.Get("traceparent"))
-	err := h.work.do(r.Context())
+	// A request body (the client's -req-bytes upload) is read in full
+	// first: the upload is part of the request.
+	_, err := io.Copy(io.Discard, r.Body)
+	if err == nil {
+		err = h.work.do(r.Context())
+	}
 	line := serverLine{
 		Side:       "server",
 		Proto:      "http",

@@ -14,6 +14,7 @@ type work struct {
 	delay    time.Duration
 	jitter   time.Duration
 	deadline time.Duration
+	spawn    bool
 }
 
 // bind registers the work flags, shared by both servers, on fs.
@@ -22,11 +23,21 @@ func (w *work) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&w.jitter, "delay-jitter", 0, "a random extra wait in [0, jitter) per request")
 	fs.DurationVar(&w.deadline, "deadline", 0,
 		"if > 0, the handler waits under context.WithTimeout(request context, deadline): a server-side deadline")
+	fs.BoolVar(&w.spawn, "spawn", false,
+		"run the work (and its -deadline) on a goroutine the handler starts, and wait for it: a deadline set off the serving goroutine")
 }
 
 // do waits for the delay, stopping early when ctx (or the handler's own
 // deadline under it) ends; it returns that context's error.
 func (w work) do(ctx context.Context) error {
+	if w.spawn {
+		done := make(chan error, 1)
+		go func() {
+			w.spawn = false
+			done <- w.do(ctx)
+		}()
+		return <-done
+	}
 	if w.deadline > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, w.deadline)

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/timeout-tracer/tracer/correlate"
+	"github.com/timeout-tracer/tracer/internal/netlab"
+)
+
+// TestCauseDialExact: net/http dials on a goroutine of its own, so a
+// request whose connection never gets past the handshake was only ever
+// inferred (ambiguous with two requests in flight). With the detail tier,
+// the dial (net.(*netFD).connect) walks its context up to the request's
+// deadline and binds the new socket to the goroutine that set it: an
+// unanswered SYN and a refused connect are exact.
+func TestCauseDialExact(t *testing.T) {
+	requireGoTracing(t)
+	for _, tc := range []struct {
+		name, class, target string
+		client              []string
+		fault               func(*netlab.Pair) error
+	}{
+		{"syn_timeout", "syn_timeout", labTarget, []string{"-timeout", "1500ms"}, func(p *netlab.Pair) error { return p.DropSYN(8080) }},
+		{"refused", "refused", "SERVER:9", []string{"-timeout", "300ms", "-retry"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := []string{"http-server", "-addr", ":8080"}
+			client := append([]string{"client", "-proto", "http", "-target", tc.target, "-n", "4", "-concurrency", "2", "-span", "before"}, tc.client...)
+			var setup []func(*netlab.Pair) error
+			if tc.fault != nil {
+				setup = append(setup, tc.fault)
+			}
+			run := runLabCmd(t, server, client, false, nil, []string{"trace", "--pid", "PID", "-o", "json", "--detail", "always"}, setup...)
+			checkBoundReports(t, run, tc.class, "binding:dial")
+		})
+	}
+}
+
+// checkBoundReports: every client-logged expiry is reported, each with
+// class and exact confidence, through a connection bound via via.
+func checkBoundReports(t *testing.T, run labRun, class, via string) {
+	t.Helper()
+	expired := map[string]bool{}
+	for _, l := range run.client {
+		if l.Outcome == "deadline_exceeded" {
+			expired[l.TraceID] = true
+		}
+	}
+	if len(expired) == 0 {
+		t.Fatalf("no request expired: %s", run.stderr)
+	}
+	seen := 0
+	for _, r := range run.reports {
+		if !expired[r.TraceID] {
+			continue
+		}
+		seen++
+		if r.Cause == nil || string(r.Cause.Class) != class || r.Cause.Confidence != "exact" {
+			t.Errorf("trace %s: cause %s, want %s/exact", r.TraceID, causeText(r.Cause), class)
+			continue
+		}
+		found := false
+		for _, c := range r.Cause.Connections {
+			found = found || strings.Contains(c.Via, via)
+		}
+		if !found {
+			t.Errorf("trace %s: no connection bound via %s: %+v", r.TraceID, via, r.Cause.Connections)
+		}
+	}
+	if seen != len(expired) {
+		t.Errorf("%d expiries logged, %d reported", len(expired), seen)
+	}
+}
+
+func causeText(c *correlate.Cause) string {
+	if c == nil {
+		return "none"
+	}
+	return string(c.Class) + "/" + string(c.Confidence) + " (" + c.Note + ")"
+}

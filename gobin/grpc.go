@@ -1,0 +1,120 @@
+package gobin
+
+import "fmt"
+
+// The gRPC functions and types the probes use.
+const (
+	grpcTransport     = "google.golang.org/grpc/internal/transport"
+	grpcNewStream     = grpcTransport + ".(*http2Client).NewStream"
+	grpcOperateHeader = grpcTransport + ".(*http2Server).operateHeaders"
+	grpcPkg           = modGRPC
+	http2Pkg          = "golang.org/x/net/http2"
+	hpackPkg          = "golang.org/x/net/http2/hpack"
+)
+
+// GRPCClientLayout is what binding a gRPC call to its connection needs:
+// (*http2Client).NewStream runs on the calling goroutine with the
+// transport as its receiver, whose conn is the net.Conn.
+type GRPCClientLayout struct {
+	NewStream Func
+	Conn      int64 // transport.http2Client.conn (a net.Conn)
+}
+
+// GRPCServerLayout is what reading a server stream's inbound metadata
+// needs: (*http2Server).operateHeaders(t, ctx, frame) gets the hpack-decoded
+// fields of each HEADERS frame, and a handler's context holds its stream
+// under grpc.streamKey (the data word of the value is the stream).
+type GRPCServerLayout struct {
+	OperateHeaders Func
+	// golang.org/x/net/http2.MetaHeadersFrame: the embedded *HeadersFrame
+	// and Fields []hpack.HeaderField.
+	MetaHeaders, MetaFields int64
+	FrameStreamID           int64 // HeadersFrame.FrameHeader.StreamID (uint32)
+	// hpack.HeaderField: Name and Value (strings) and the struct's size.
+	FieldName, FieldValue, FieldSize int64
+	// The stream type behind grpc.streamKey (transport.ServerStream, or
+	// transport.Stream before it): its stream ID (uint32) and its
+	// transport (an interface whose data word is the *http2Server). When
+	// StreamEmbed is >= 0 the ID is StreamID bytes into the *Stream the
+	// stream holds at StreamEmbed (grpc-go 1.69 to 1.7x embedded a
+	// pointer); else it is in the stream itself.
+	StreamID, StreamTransport, StreamEmbed int64
+	// StreamKeyType is the link-time address of grpc.streamKey's type
+	// descriptor: the key's type word in the valueCtx.
+	StreamKeyType uint64
+}
+
+// GRPCClient resolves the client layout. A binary without a gRPC client
+// gives an error wrapping ErrNotFound; offsets come from DWARF, else from
+// the table generated per grpc-go (and x/net) release, and a binary with
+// neither gives an error wrapping ErrNoOffsets.
+func (b *Binary) GRPCClient() (*GRPCClientLayout, error) {
+	fn, err := b.Func(grpcNewStream)
+	if err != nil {
+		return nil, fmt.Errorf("gRPC client: %w", err)
+	}
+	conn, err := b.grpcOffset(grpcTransport+".http2Client", "conn")
+	if err != nil {
+		return nil, err
+	}
+	return &GRPCClientLayout{NewStream: fn, Conn: conn}, nil
+}
+
+// GRPCServer resolves the server layout, with the same errors as
+// GRPCClient.
+func (b *Binary) GRPCServer() (*GRPCServerLayout, error) {
+	fn, err := b.Func(grpcOperateHeader)
+	if err != nil {
+		return nil, fmt.Errorf("gRPC server: %w", err)
+	}
+	l := &GRPCServerLayout{OperateHeaders: fn, StreamEmbed: -1}
+	// The server's stream: a Stream up to grpc-go 1.68, then a
+	// ServerStream embedding a *Stream, then one embedding a Stream.
+	stream, idPath := typeStrm, "Stream.id"
+	switch {
+	case !b.hasGRPCField(typeStrm, "st"):
+		stream, idPath = typeOld, "id"
+	case !b.hasGRPCField(typeStrm, "Stream.id"):
+		embed, err := b.grpcOffset(typeStrm, "Stream")
+		if err != nil {
+			return nil, err
+		}
+		id, err := b.grpcOffset(typeOld, "id")
+		if err != nil {
+			return nil, err
+		}
+		l.StreamEmbed, l.StreamID = embed, id
+		idPath = ""
+	}
+	for _, f := range []struct {
+		typ, path string
+		dst       *int64
+	}{
+		{http2Pkg + ".MetaHeadersFrame", "HeadersFrame", &l.MetaHeaders},
+		{http2Pkg + ".MetaHeadersFrame", "Fields", &l.MetaFields},
+		{http2Pkg + ".HeadersFrame", "FrameHeader.StreamID", &l.FrameStreamID},
+		{hpackPkg + ".HeaderField", "Name", &l.FieldName},
+		{hpackPkg + ".HeaderField", "Value", &l.FieldValue},
+		{hpackPkg + ".HeaderField", "Sensitive", &l.FieldSize},
+		{stream, idPath, &l.StreamID},
+		{stream, "st", &l.StreamTransport},
+	} {
+		if f.path == "" {
+			continue // resolved above
+		}
+		off, err := b.grpcOffset(f.typ, f.path)
+		if err != nil {
+			return nil, err
+		}
+		*f.dst = off
+	}
+	// HeaderField is {Name, Value string; Sensitive bool}: its size is the
+	// bool's offset plus one, rounded up to the pointer alignment.
+	l.FieldSize = (l.FieldSize + 1 + int64(b.ptr) - 1) / int64(b.ptr) * int64(b.ptr)
+	key, err := b.TypeAddrOf("grpc.streamKey", grpcPkg)
+	if err != nil {
+		return nil, fmt.Errorf("gRPC server: stream key type: %w", err)
+	}
+	l.StreamKeyType = key
+	return l, nil
+}
