@@ -113,7 +113,7 @@ func (c *Correlator) exactCandidates(d *event.Deadline, sp span) []*evidence {
 	out := c.cands[:0]
 	for _, b := range c.boundIn(gkey{d.PID, d.CreatedGoid}, sp.lo, sp.expiry) {
 		via := "binding:" + sourceList(b.srcs)
-		i, ok := c.sockByCookie[b.cookie]
+		i, ok := c.sockByCookie.get(b.cookie)
 		if !ok {
 			// Bindings create their socket: only an eviction loses it.
 			e := c.newEvidence()

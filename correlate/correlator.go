@@ -26,7 +26,7 @@ type Correlator struct {
 	socks        []socket
 	addrs        []sockAddrs // by socket slot
 	sockFree     []int32
-	sockByCookie map[uint64]int32
+	sockByCookie cookieIndex
 	liveSocks    int
 
 	gors     []goroutine
@@ -63,9 +63,8 @@ func New(cfg Config) (*Correlator, error) {
 		return nil, err
 	}
 	return &Correlator{
-		cfg:          cfg,
-		sockByCookie: make(map[uint64]int32),
-		procs:        make(map[uint32]*proc),
+		cfg:   cfg,
+		procs: make(map[uint32]*proc),
 	}, nil
 }
 

@@ -138,7 +138,7 @@ type proc struct {
 
 // socketIndex returns the slot of cookie's socket, creating it.
 func (c *Correlator) socketIndex(cookie, t uint64) int32 {
-	if i, ok := c.sockByCookie[cookie]; ok {
+	if i, ok := c.sockByCookie.get(cookie); ok {
 		return i
 	}
 	if c.liveSocks >= c.cfg.MaxSockets {
@@ -159,7 +159,7 @@ func (c *Correlator) socketIndex(cookie, t uint64) int32 {
 	hist.reset()
 	act.reset()
 	*s = socket{cookie: cookie, live: true, pidPos: -1, actGor: -1, lastSeen: t, hist: hist, act: act}
-	c.sockByCookie[cookie] = i
+	c.sockByCookie.put(cookie, i)
 	c.liveSocks++
 	return i
 }
@@ -220,7 +220,7 @@ func (c *Correlator) unindexSocket(i int32) {
 func (c *Correlator) freeSocket(i int32) {
 	c.unindexSocket(i)
 	s := &c.socks[i]
-	delete(c.sockByCookie, s.cookie)
+	c.sockByCookie.del(s.cookie)
 	s.live = false
 	c.sockFree = append(c.sockFree, i)
 	c.liveSocks--
