@@ -124,7 +124,7 @@ func (c *Correlator) exactCandidates(d *event.Deadline, sp span) []*evidence {
 		}
 		out = append(out, c.examine(i, sp, via))
 	}
-	sortEvidence(out)
+	c.sortEvidence(out)
 	c.cands = out
 	return out
 }
@@ -152,18 +152,22 @@ func (c *Correlator) processCandidates(d *event.Deadline, sp span) []*evidence {
 		}
 		out = append(out, c.examine(i, sp, via))
 	}
-	sortEvidence(out)
+	c.sortEvidence(out)
 	c.cands = out
 	return out
 }
 
 // sortEvidence orders candidates for the report: trouble first, most
-// specific first, then by their first event in the window.
-func sortEvidence(es []*evidence) {
+// specific first, then by their first event in the window. Cookies are
+// distinct among candidates, so the order is total. The sort runs on a
+// compact copy of the keys: comparing through the pointers reads a cache
+// line of a different evidence at every step.
+func (c *Correlator) sortEvidence(es []*evidence) {
+	keys := c.sortKeys[:0]
 	for _, e := range es {
-		e.rank = e.class.rank()
+		keys = append(keys, evKey{rank: e.class.rank(), first: e.first, cookie: e.cookie, e: e})
 	}
-	slices.SortFunc(es, func(a, b *evidence) int {
+	slices.SortFunc(keys, func(a, b evKey) int {
 		if a.rank != b.rank {
 			return a.rank - b.rank
 		}
@@ -172,6 +176,17 @@ func sortEvidence(es []*evidence) {
 		}
 		return cmp.Compare(a.cookie, b.cookie)
 	})
+	for i, k := range keys {
+		es[i] = k.e
+	}
+	clear(keys) // drop the pointers until the next sort
+	c.sortKeys = keys[:0]
+}
+
+type evKey struct {
+	rank          int
+	first, cookie uint64
+	e             *evidence
 }
 
 func sourceList(bits uint8) string {

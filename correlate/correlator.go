@@ -43,12 +43,13 @@ type Correlator struct {
 	head    int
 	seq     uint64
 
-	out     []Report // returned by Push/Advance/Flush, reused
-	scratch []int32
-	evPool  []*evidence // see newEvidence
-	evUsed  int
-	cands   []*evidence
-	stats   Stats
+	out      []Report // returned by Push/Advance/Flush, reused
+	scratch  []int32
+	evPool   []*evidence // see newEvidence
+	evUsed   int
+	cands    []*evidence
+	sortKeys []evKey // see sortEvidence
+	stats    Stats
 }
 
 type pendingDeadline struct {

@@ -41,7 +41,6 @@ type evidence struct {
 	state                     *tcpRec // last record at or before hi
 
 	class Class
-	rank  int    // class.rank(), for sorting
 	why   string // for ClassUnknown
 }
 
