@@ -237,12 +237,18 @@ func (c *Correlator) onActivity(a *event.SockActivity) {
 	c.touchSocket(i, a.PID, a.Local, a.Peer, a.Mono)
 	s := &c.socks[i]
 	gap := c.mergeGap()
-	if n := s.act.newest(); n != nil && a.Mono+gap >= n.start && a.Mono <= n.end+gap {
+	n := s.act.newest()
+	if n != nil && a.Mono+gap >= n.start && a.Mono <= n.end+gap {
 		n.start, n.end = min(n.start, a.Mono), max(n.end, a.Mono)
 		n.sent = n.sent || a.Sent
 		n.recv = n.recv || a.Received
-	} else if s.act.push(actIv{start: a.Mono, end: a.Mono, sent: a.Sent, recv: a.Received}, c.cfg.MaxActivityPerSocket) {
-		c.stats.ActivityEvicted++
+	} else {
+		if n != nil {
+			s.actOldEnd = max(s.actOldEnd, n.end)
+		}
+		if s.act.push(actIv{start: a.Mono, end: a.Mono, sent: a.Sent, recv: a.Received}, c.cfg.MaxActivityPerSocket) {
+			c.stats.ActivityEvicted++
+		}
 	}
 	p := s.proc
 	if p == nil {

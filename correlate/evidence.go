@@ -132,7 +132,7 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		}
 	}
 	res := uint64(c.cfg.ActivityResolution)
-	for i := 0; i < s.act.len(); i++ {
+	for i, n := s.actFrom(sp.lo, res), s.act.len(); i < n; i++ {
 		iv := s.act.at(i)
 		if iv.start <= sp.hi && iv.end+res >= sp.lo {
 			e.sent = e.sent || iv.sent

@@ -49,8 +49,13 @@ type socket struct {
 	closed   bool
 	addrs    bool // local and peer known, with ports: no need to look again
 	act      ring[actIv]
-	hist     ring[tcpRec]
-	closedAt uint64
+	// actOldEnd bounds the ends of act's older items (all but the
+	// newest): the end of the latest one pushed back. A window that
+	// starts after it needs only the newest, and the buffer's cache
+	// lines stay unread.
+	actOldEnd uint64
+	hist      ring[tcpRec]
+	closedAt  uint64
 }
 
 // sockAddrs are a socket's addresses.
