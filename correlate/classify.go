@@ -295,7 +295,7 @@ func connections(es []*evidence, d *event.Deadline, max, maxEvents int) ([]Conne
 	out := make([]Connection, 0, len(es))
 	for _, e := range es {
 		cn := Connection{
-			Cookie: e.cookie, Local: e.local, Peer: e.peer, Class: e.class, Via: e.via,
+			Cookie: e.cookie, Local: e.addr().local, Peer: e.addr().peer, Class: e.class, Via: e.via,
 			Suppressed: e.supp, Sent: e.sent, Received: e.recv,
 		}
 		for k, n := range e.n {
