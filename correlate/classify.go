@@ -293,6 +293,13 @@ func connections(es []*evidence, d *event.Deadline, max, maxEvents int) ([]Conne
 		es = es[:max]
 	}
 	out := make([]Connection, 0, len(es))
+	// The listed events of all connections share one array: one
+	// allocation per report rather than one per connection.
+	total := 0
+	for _, e := range es {
+		total += min(len(e.evs), maxEvents)
+	}
+	evbuf := make([]ConnEvent, 0, total)
 	for _, e := range es {
 		cn := Connection{
 			Cookie: e.cookie, Local: e.addr().local, Peer: e.addr().peer, Class: e.class, Via: e.via,
@@ -316,7 +323,11 @@ func connections(es []*evidence, d *event.Deadline, max, maxEvents int) ([]Conne
 			cn.FirstMono, cn.LastMono = e.first, e.last
 			cn.First, cn.Last = wallOf(d, e.first), wallOf(d, e.last)
 		}
-		cn.Events, cn.EventsOmitted = timeline(e.evs, d, maxEvents)
+		n := len(evbuf)
+		evbuf, cn.EventsOmitted = timeline(evbuf, e.evs, d, maxEvents)
+		if len(evbuf) > n {
+			cn.Events = evbuf[n:len(evbuf):len(evbuf)] // capped: an append by the caller copies
+		}
 		out = append(out, cn)
 	}
 	return out, note
@@ -344,12 +355,13 @@ func dialingIn(cands []*evidence) bool {
 	return false
 }
 
-// timeline lists a connection's events in the window in time order (the
-// arrival order on a tie), keeping the newest max: those leading up to the
-// expiry. Counts and First still cover the ones left out.
-func timeline(recs []*tcpRec, d *event.Deadline, max int) ([]ConnEvent, int) {
+// timeline appends to dst a connection's events in the window in time
+// order (the arrival order on a tie), keeping the newest max: those
+// leading up to the expiry, and says how many it left out. Counts and
+// First still cover the ones left out.
+func timeline(dst []ConnEvent, recs []*tcpRec, d *event.Deadline, max int) ([]ConnEvent, int) {
 	if len(recs) == 0 {
-		return nil, 0
+		return dst, 0
 	}
 	// examine collected them newest first.
 	slices.Reverse(recs)
@@ -359,13 +371,12 @@ func timeline(recs []*tcpRec, d *event.Deadline, max int) ([]ConnEvent, int) {
 		omitted = len(recs) - max
 		recs = recs[omitted:]
 	}
-	out := make([]ConnEvent, len(recs))
-	for i, r := range recs {
-		out[i] = ConnEvent{
+	for _, r := range recs {
+		dst = append(dst, ConnEvent{
 			Kind: r.kind.String(), Mono: r.mono, Time: wallOf(d, r.mono),
 			RTOMs: int64(r.rtoUs+500) / 1000, SRTTUs: int64(r.srttUs), Backoff: r.backoff, Retransmits: r.retransmits,
 			Error: (&event.TCP{Errno: syscall.Errno(r.errno)}).ErrnoName(),
-		}
+		})
 	}
-	return out, omitted
+	return dst, omitted
 }
