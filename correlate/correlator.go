@@ -260,14 +260,7 @@ func (c *Correlator) onActivity(a *event.SockActivity) {
 	if a.Goid == 0 {
 		return
 	}
-	// Samples of one socket mostly name the same goroutine again: try the
-	// slot it had before looking it up.
-	if g := s.actGor; g >= 0 && int(g) < len(c.gors) && c.gors[g].live && c.gors[g].key == (gkey{p.pid, a.Goid}) {
-		c.bindAt(g, a.Cookie, a.Mono, srcActivity)
-		return
-	}
-	s.actGor = c.goroutineIndex(p, a.Goid, a.Mono)
-	c.bindAt(s.actGor, a.Cookie, a.Mono, srcActivity)
+	c.bindAt(c.socketGoroutine(i, p, a.Goid, a.Mono), a.Cookie, a.Mono, srcActivity)
 }
 
 func (c *Correlator) onBinding(b *event.Binding) {
@@ -285,7 +278,7 @@ func (c *Correlator) onBinding(b *event.Binding) {
 	if p == nil || p.pid != b.PID {
 		p = c.procFor(b.PID, b.Mono) // the socket is another process's: bind the goroutine all the same
 	}
-	c.bind(p, b.Goid, b.Cookie, b.Mono, sourceOf(b.Source))
+	c.bindAt(c.socketGoroutine(i, p, b.Goid, b.Mono), b.Cookie, b.Mono, sourceOf(b.Source))
 	if b.RequestLevel() {
 		if !p.hasReq {
 			p.hasReq, p.reqFirst, p.reqLast = true, b.Mono, b.Mono

@@ -44,7 +44,7 @@ type socket struct {
 	proc     *proc // its process while indexed, to skip a map lookup per event
 	pid      uint32
 	pidPos   int32 // index in its process's socks; -1 when not indexed
-	actGor   int32 // slot of the goroutine its last activity sample named, a hint
+	lastGor  int32 // slot of the goroutine its last activity sample or binding named, a hint
 	live     bool
 	closed   bool
 	addrs    bool // local and peer known, with ports: no need to look again
@@ -163,7 +163,7 @@ func (c *Correlator) socketIndex(cookie, t uint64) int32 {
 	hist, act := s.hist, s.act
 	hist.reset()
 	act.reset()
-	*s = socket{cookie: cookie, live: true, pidPos: -1, actGor: -1, lastSeen: t, hist: hist, act: act}
+	*s = socket{cookie: cookie, live: true, pidPos: -1, lastGor: -1, lastSeen: t, hist: hist, act: act}
 	c.sockByCookie.put(cookie, i)
 	c.liveSocks++
 	return i
@@ -311,9 +311,17 @@ func (c *Correlator) evictGoroutines() {
 	c.scratch = idx[:0]
 }
 
-// bind records that goroutine goid of p did I/O on cookie at t.
-func (c *Correlator) bind(p *proc, goid, cookie, t uint64, src source) {
-	c.bindAt(c.goroutineIndex(p, goid, t), cookie, t, src)
+// socketGoroutine returns the slot of goroutine goid of p, which an event
+// of the socket in slot i names, creating it. The events of one socket
+// mostly name the same goroutine again: the slot named last is tried
+// before the lookup.
+func (c *Correlator) socketGoroutine(i int32, p *proc, goid, t uint64) int32 {
+	s := &c.socks[i]
+	if g := s.lastGor; g >= 0 && int(g) < len(c.gors) && c.gors[g].live && c.gors[g].key == (gkey{p.pid, goid}) {
+		return g
+	}
+	s.lastGor = c.goroutineIndex(p, goid, t) // creates no socket: s stays valid
+	return s.lastGor
 }
 
 // bindAt records that the goroutine in slot gi did I/O on cookie at t.
