@@ -113,7 +113,7 @@ func (c *Correlator) exactCandidates(d *event.Deadline, sp span) []*evidence {
 	out := c.cands[:0]
 	for _, b := range c.boundIn(gkey{d.PID, d.CreatedGoid}, sp.lo, sp.expiry) {
 		via := "binding:" + sourceList(b.srcs)
-		i, ok := c.sockByCookie[b.cookie]
+		i, ok := c.sockByCookie.get(b.cookie)
 		if !ok {
 			// Bindings create their socket: only an eviction loses it.
 			e := c.newEvidence()
@@ -124,7 +124,7 @@ func (c *Correlator) exactCandidates(d *event.Deadline, sp span) []*evidence {
 		}
 		out = append(out, c.examine(i, sp, via))
 	}
-	sortEvidence(out)
+	c.sortEvidence(out)
 	c.cands = out
 	return out
 }
@@ -152,18 +152,22 @@ func (c *Correlator) processCandidates(d *event.Deadline, sp span) []*evidence {
 		}
 		out = append(out, c.examine(i, sp, via))
 	}
-	sortEvidence(out)
+	c.sortEvidence(out)
 	c.cands = out
 	return out
 }
 
 // sortEvidence orders candidates for the report: trouble first, most
-// specific first, then by their first event in the window.
-func sortEvidence(es []*evidence) {
+// specific first, then by their first event in the window. Cookies are
+// distinct among candidates, so the order is total. The sort runs on a
+// compact copy of the keys: comparing through the pointers reads a cache
+// line of a different evidence at every step.
+func (c *Correlator) sortEvidence(es []*evidence) {
+	keys := c.sortKeys[:0]
 	for _, e := range es {
-		e.rank = e.class.rank()
+		keys = append(keys, evKey{rank: e.class.rank(), first: e.first, cookie: e.cookie, e: e})
 	}
-	slices.SortFunc(es, func(a, b *evidence) int {
+	slices.SortFunc(keys, func(a, b evKey) int {
 		if a.rank != b.rank {
 			return a.rank - b.rank
 		}
@@ -172,6 +176,17 @@ func sortEvidence(es []*evidence) {
 		}
 		return cmp.Compare(a.cookie, b.cookie)
 	})
+	for i, k := range keys {
+		es[i] = k.e
+	}
+	clear(keys) // drop the pointers until the next sort
+	c.sortKeys = keys[:0]
+}
+
+type evKey struct {
+	rank          int
+	first, cookie uint64
+	e             *evidence
 }
 
 func sourceList(bits uint8) string {
@@ -278,9 +293,16 @@ func connections(es []*evidence, d *event.Deadline, max, maxEvents int) ([]Conne
 		es = es[:max]
 	}
 	out := make([]Connection, 0, len(es))
+	// The listed events of all connections share one array: one
+	// allocation per report rather than one per connection.
+	total := 0
+	for _, e := range es {
+		total += min(len(e.evs), maxEvents)
+	}
+	evbuf := make([]ConnEvent, 0, total)
 	for _, e := range es {
 		cn := Connection{
-			Cookie: e.cookie, Local: e.local, Peer: e.peer, Class: e.class, Via: e.via,
+			Cookie: e.cookie, Local: e.addr().local, Peer: e.addr().peer, Class: e.class, Via: e.via,
 			Suppressed: e.supp, Sent: e.sent, Received: e.recv,
 		}
 		for k, n := range e.n {
@@ -301,7 +323,11 @@ func connections(es []*evidence, d *event.Deadline, max, maxEvents int) ([]Conne
 			cn.FirstMono, cn.LastMono = e.first, e.last
 			cn.First, cn.Last = wallOf(d, e.first), wallOf(d, e.last)
 		}
-		cn.Events, cn.EventsOmitted = timeline(e.evs, d, maxEvents)
+		n := len(evbuf)
+		evbuf, cn.EventsOmitted = timeline(evbuf, e.evs, d, maxEvents)
+		if len(evbuf) > n {
+			cn.Events = evbuf[n:len(evbuf):len(evbuf)] // capped: an append by the caller copies
+		}
 		out = append(out, cn)
 	}
 	return out, note
@@ -329,12 +355,13 @@ func dialingIn(cands []*evidence) bool {
 	return false
 }
 
-// timeline lists a connection's events in the window in time order (the
-// arrival order on a tie), keeping the newest max: those leading up to the
-// expiry. Counts and First still cover the ones left out.
-func timeline(recs []*tcpRec, d *event.Deadline, max int) ([]ConnEvent, int) {
+// timeline appends to dst a connection's events in the window in time
+// order (the arrival order on a tie), keeping the newest max: those
+// leading up to the expiry, and says how many it left out. Counts and
+// First still cover the ones left out.
+func timeline(dst []ConnEvent, recs []*tcpRec, d *event.Deadline, max int) ([]ConnEvent, int) {
 	if len(recs) == 0 {
-		return nil, 0
+		return dst, 0
 	}
 	// examine collected them newest first.
 	slices.Reverse(recs)
@@ -344,13 +371,12 @@ func timeline(recs []*tcpRec, d *event.Deadline, max int) ([]ConnEvent, int) {
 		omitted = len(recs) - max
 		recs = recs[omitted:]
 	}
-	out := make([]ConnEvent, len(recs))
-	for i, r := range recs {
-		out[i] = ConnEvent{
+	for _, r := range recs {
+		dst = append(dst, ConnEvent{
 			Kind: r.kind.String(), Mono: r.mono, Time: wallOf(d, r.mono),
 			RTOMs: int64(r.rtoUs+500) / 1000, SRTTUs: int64(r.srttUs), Backoff: r.backoff, Retransmits: r.retransmits,
 			Error: (&event.TCP{Errno: syscall.Errno(r.errno)}).ErrnoName(),
-		}
+		})
 	}
-	return out, omitted
+	return dst, omitted
 }

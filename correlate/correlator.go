@@ -26,7 +26,7 @@ type Correlator struct {
 	socks        []socket
 	addrs        []sockAddrs // by socket slot
 	sockFree     []int32
-	sockByCookie map[uint64]int32
+	sockByCookie cookieIndex
 	liveSocks    int
 
 	gors     []goroutine
@@ -43,12 +43,13 @@ type Correlator struct {
 	head    int
 	seq     uint64
 
-	out     []Report // returned by Push/Advance/Flush, reused
-	scratch []int32
-	evPool  []*evidence // see newEvidence
-	evUsed  int
-	cands   []*evidence
-	stats   Stats
+	out      []Report // returned by Push/Advance/Flush, reused
+	scratch  []int32
+	evPool   []*evidence // see newEvidence
+	evUsed   int
+	cands    []*evidence
+	sortKeys []evKey // see sortEvidence
+	stats    Stats
 }
 
 type pendingDeadline struct {
@@ -63,9 +64,8 @@ func New(cfg Config) (*Correlator, error) {
 		return nil, err
 	}
 	return &Correlator{
-		cfg:          cfg,
-		sockByCookie: make(map[uint64]int32),
-		procs:        make(map[uint32]*proc),
+		cfg:   cfg,
+		procs: make(map[uint32]*proc),
 	}, nil
 }
 
@@ -237,12 +237,18 @@ func (c *Correlator) onActivity(a *event.SockActivity) {
 	c.touchSocket(i, a.PID, a.Local, a.Peer, a.Mono)
 	s := &c.socks[i]
 	gap := c.mergeGap()
-	if n := s.act.newest(); n != nil && a.Mono+gap >= n.start && a.Mono <= n.end+gap {
+	n := s.act.newest()
+	if n != nil && a.Mono+gap >= n.start && a.Mono <= n.end+gap {
 		n.start, n.end = min(n.start, a.Mono), max(n.end, a.Mono)
 		n.sent = n.sent || a.Sent
 		n.recv = n.recv || a.Received
-	} else if s.act.push(actIv{start: a.Mono, end: a.Mono, sent: a.Sent, recv: a.Received}, c.cfg.MaxActivityPerSocket) {
-		c.stats.ActivityEvicted++
+	} else {
+		if n != nil {
+			s.actOldEnd = max(s.actOldEnd, n.end)
+		}
+		if s.act.push(actIv{start: a.Mono, end: a.Mono, sent: a.Sent, recv: a.Received}, c.cfg.MaxActivityPerSocket) {
+			c.stats.ActivityEvicted++
+		}
 	}
 	p := s.proc
 	if p == nil {
@@ -254,14 +260,7 @@ func (c *Correlator) onActivity(a *event.SockActivity) {
 	if a.Goid == 0 {
 		return
 	}
-	// Samples of one socket mostly name the same goroutine again: try the
-	// slot it had before looking it up.
-	if g := s.actGor; g >= 0 && int(g) < len(c.gors) && c.gors[g].live && c.gors[g].key == (gkey{p.pid, a.Goid}) {
-		c.bindAt(g, a.Cookie, a.Mono, srcActivity)
-		return
-	}
-	s.actGor = c.goroutineIndex(p, a.Goid, a.Mono)
-	c.bindAt(s.actGor, a.Cookie, a.Mono, srcActivity)
+	c.bindAt(c.socketGoroutine(i, p, a.Goid, a.Mono), a.Cookie, a.Mono, srcActivity)
 }
 
 func (c *Correlator) onBinding(b *event.Binding) {
@@ -279,7 +278,7 @@ func (c *Correlator) onBinding(b *event.Binding) {
 	if p == nil || p.pid != b.PID {
 		p = c.procFor(b.PID, b.Mono) // the socket is another process's: bind the goroutine all the same
 	}
-	c.bind(p, b.Goid, b.Cookie, b.Mono, sourceOf(b.Source))
+	c.bindAt(c.socketGoroutine(i, p, b.Goid, b.Mono), b.Cookie, b.Mono, sourceOf(b.Source))
 	if b.RequestLevel() {
 		if !p.hasReq {
 			p.hasReq, p.reqFirst, p.reqLast = true, b.Mono, b.Mono

@@ -12,19 +12,19 @@ import (
 
 // evidence is what one socket showed in a window.
 type evidence struct {
-	s           *socket
-	cookie      uint64
-	local, peer netip.AddrPort
-	via         string
-	n           [32]int // TCP events by kind in [lo, hi]
-	supp        int
-	first       uint64
-	last        uint64
-	seen        bool
-	rtos        []rtoAt   // the RTO events, in time order, for the summary
-	evs         []*tcpRec // the TCP events in [lo, hi], for the report's timeline
-	sent        bool
-	recv        bool
+	s      *socket
+	cookie uint64
+	addrs  *sockAddrs // in Correlator.addrs, read only when needed (see addr); nil: unknown
+	via    string
+	n      [32]int // TCP events by kind in [lo, hi]
+	supp   int
+	first  uint64
+	last   uint64
+	seen   bool
+	rtos   []rtoAt   // the RTO events, in time order, for the summary
+	evs    []*tcpRec // the TCP events in [lo, hi], for the report's timeline
+	sent   bool
+	recv   bool
 	// Causal trouble: errors and resets count only up to the expiry. One
 	// that comes after it did not make the request time out (it would
 	// have failed it instead), and the application's own reaction to its
@@ -41,7 +41,6 @@ type evidence struct {
 	state                     *tcpRec // last record at or before hi
 
 	class Class
-	rank  int    // class.rank(), for sorting
 	why   string // for ClassUnknown
 }
 
@@ -54,7 +53,7 @@ type rtoAt struct {
 func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 	s := &c.socks[i]
 	e := c.newEvidence()
-	e.s, e.cookie, e.local, e.peer, e.via = s, s.cookie, c.addrs[i].local, c.addrs[i].peer, via
+	e.s, e.cookie, e.addrs, e.via = s, s.cookie, &c.addrs[i], via
 	// Newest first, stopping once past the window with the snapshots
 	// found: the history is in arrival order, which is time order up to
 	// late events, and those are at most about a grace window late.
@@ -133,7 +132,7 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		}
 	}
 	res := uint64(c.cfg.ActivityResolution)
-	for i := 0; i < s.act.len(); i++ {
+	for i, n := s.actFrom(sp.lo, res), s.act.len(); i < n; i++ {
 		iv := s.act.at(i)
 		if iv.start <= sp.hi && iv.end+res >= sp.lo {
 			e.sent = e.sent || iv.sent
@@ -192,7 +191,18 @@ func (c *Correlator) verdict(e *evidence, sp span) (Class, string) {
 	return ClassSlowPeer, ""
 }
 
-func (e *evidence) peerName() string { return peerName(e.peer, e.cookie) }
+// addr returns the socket's addresses. Evidence points into the table
+// rather than copying them: most candidates of an ambiguous report are
+// never listed, and reading their addresses would be a cache miss each.
+// The table does not move during evaluate (no socket is created there).
+func (e *evidence) addr() sockAddrs {
+	if e.addrs == nil {
+		return sockAddrs{}
+	}
+	return *e.addrs
+}
+
+func (e *evidence) peerName() string { return peerName(e.addr().peer, e.cookie) }
 
 func peerName(peer netip.AddrPort, cookie uint64) string {
 	if peer.IsValid() {

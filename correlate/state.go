@@ -44,13 +44,18 @@ type socket struct {
 	proc     *proc // its process while indexed, to skip a map lookup per event
 	pid      uint32
 	pidPos   int32 // index in its process's socks; -1 when not indexed
-	actGor   int32 // slot of the goroutine its last activity sample named, a hint
+	lastGor  int32 // slot of the goroutine its last activity sample or binding named, a hint
 	live     bool
 	closed   bool
 	addrs    bool // local and peer known, with ports: no need to look again
 	act      ring[actIv]
-	hist     ring[tcpRec]
-	closedAt uint64
+	// actOldEnd bounds the ends of act's older items (all but the
+	// newest): the end of the latest one pushed back. A window that
+	// starts after it needs only the newest, and the buffer's cache
+	// lines stay unread.
+	actOldEnd uint64
+	hist      ring[tcpRec]
+	closedAt  uint64
 }
 
 // sockAddrs are a socket's addresses.
@@ -138,7 +143,7 @@ type proc struct {
 
 // socketIndex returns the slot of cookie's socket, creating it.
 func (c *Correlator) socketIndex(cookie, t uint64) int32 {
-	if i, ok := c.sockByCookie[cookie]; ok {
+	if i, ok := c.sockByCookie.get(cookie); ok {
 		return i
 	}
 	if c.liveSocks >= c.cfg.MaxSockets {
@@ -158,8 +163,8 @@ func (c *Correlator) socketIndex(cookie, t uint64) int32 {
 	hist, act := s.hist, s.act
 	hist.reset()
 	act.reset()
-	*s = socket{cookie: cookie, live: true, pidPos: -1, actGor: -1, lastSeen: t, hist: hist, act: act}
-	c.sockByCookie[cookie] = i
+	*s = socket{cookie: cookie, live: true, pidPos: -1, lastGor: -1, lastSeen: t, hist: hist, act: act}
+	c.sockByCookie.put(cookie, i)
 	c.liveSocks++
 	return i
 }
@@ -220,7 +225,7 @@ func (c *Correlator) unindexSocket(i int32) {
 func (c *Correlator) freeSocket(i int32) {
 	c.unindexSocket(i)
 	s := &c.socks[i]
-	delete(c.sockByCookie, s.cookie)
+	c.sockByCookie.del(s.cookie)
 	s.live = false
 	c.sockFree = append(c.sockFree, i)
 	c.liveSocks--
@@ -306,9 +311,17 @@ func (c *Correlator) evictGoroutines() {
 	c.scratch = idx[:0]
 }
 
-// bind records that goroutine goid of p did I/O on cookie at t.
-func (c *Correlator) bind(p *proc, goid, cookie, t uint64, src source) {
-	c.bindAt(c.goroutineIndex(p, goid, t), cookie, t, src)
+// socketGoroutine returns the slot of goroutine goid of p, which an event
+// of the socket in slot i names, creating it. The events of one socket
+// mostly name the same goroutine again: the slot named last is tried
+// before the lookup.
+func (c *Correlator) socketGoroutine(i int32, p *proc, goid, t uint64) int32 {
+	s := &c.socks[i]
+	if g := s.lastGor; g >= 0 && int(g) < len(c.gors) && c.gors[g].live && c.gors[g].key == (gkey{p.pid, goid}) {
+		return g
+	}
+	s.lastGor = c.goroutineIndex(p, goid, t) // creates no socket: s stays valid
+	return s.lastGor
 }
 
 // bindAt records that the goroutine in slot gi did I/O on cookie at t.

@@ -33,8 +33,8 @@ type peerKey struct {
 }
 
 func keyOf(e *evidence) peerKey {
-	if e.peer.IsValid() {
-		return peerKey{peer: e.peer}
+	if peer := e.addr().peer; peer.IsValid() {
+		return peerKey{peer: peer}
 	}
 	return peerKey{cookie: e.cookie}
 }

@@ -51,7 +51,7 @@ func (c *Correlator) activeIn(s *socket, lo, hi uint64) (tcp, activity bool) {
 	if s.lastSeen+res < lo {
 		return false, false // nothing since before the window: the common case for idle sockets
 	}
-	for i := s.act.len() - 1; i >= 0; i-- {
+	for i, from := s.act.len()-1, s.actFrom(lo, res); i >= from; i-- {
 		if iv := s.act.at(i); iv.start <= hi && iv.end+res >= lo {
 			activity = true
 			break
@@ -104,4 +104,14 @@ func (c *Correlator) boundIn(k gkey, lo, hi uint64) []bound {
 		add(&g.run)
 	}
 	return out
+}
+
+// actFrom is the index of the oldest activity item of s that may reach
+// into a window starting at lo: the newest alone when every older one
+// ended more than res before lo (see socket.actOldEnd).
+func (s *socket) actFrom(lo, res uint64) int {
+	if s.actOldEnd+res < lo {
+		return max(s.act.len()-1, 0)
+	}
+	return 0
 }
