@@ -237,9 +237,14 @@ func (p *GoProbes) SetDetail(on bool) error {
 			return err
 		}
 	}
-	sites := append(append(append([]site(nil), p.httpSites...), p.spanSites...), p.ext.sites...)
+	sites := append(append([]site(nil), p.httpSites...), p.spanSites...)
+	for _, s := range p.ext.sites {
+		if s.prog != grpcCallSite {
+			sites = append(sites, s)
+		}
+	}
 	if p.audit == nil { // the audit's call probes already see every call
-		sites = append(sites, p.tripSites...)
+		sites = append(sites, p.callSites()...)
 	}
 	for _, s := range sites {
 		if err := attach(s.prog, s.addr); err != nil {
@@ -640,7 +645,7 @@ func (p *GoProbes) call(r *godeadlineTtGoBinding) event.Call {
 			break
 		}
 		for _, f := range p.bin.SymbolizeFrames(pc - p.bias - 1) {
-			if !strings.HasPrefix(f, "net/http.") && !strings.HasPrefix(f, "context.") {
+			if !strings.HasPrefix(f, "net/http.") && !strings.HasPrefix(f, "context.") && !strings.HasPrefix(f, "google.golang.org/grpc") {
 				c.Caller = f
 				return c
 			}
@@ -662,13 +667,14 @@ func (p *GoProbes) SetAudit(on bool) error {
 		p.audit = nil
 		return err
 	}
-	if len(p.tripSites) == 0 {
-		return fmt.Errorf("audit: no net/http client call site in this binary")
+	calls := p.callSites()
+	if len(calls) == 0 {
+		return fmt.Errorf("audit: no net/http or gRPC client call site in this binary")
 	}
 	if !p.ctxWalk {
 		return fmt.Errorf("audit: the context types of this binary are not known, so calls without a deadline cannot be told apart")
 	}
-	for _, s := range p.tripSites {
+	for _, s := range calls {
 		l, err := p.uprobe(s.prog, s.addr)
 		if err != nil {
 			for _, l := range p.audit {

@@ -127,6 +127,19 @@ func (p *GoProbes) deliverExt(r *godeadlineTtGoBinding) (handled, cont bool) {
 	default:
 		return false, true
 	}
+	if r.Kind == uint8(godeadlineTtGoBindingKindTT_BIND_GRPC_STREAM) {
+		// A gRPC call: what its context allowed, for the audit
+		// (deadline_missing; a stream has no end probe, so no hung_call).
+		c := p.call(r)
+		c.Kind = "grpc"
+		select {
+		case p.node.calls <- c:
+		default:
+			p.node.mu.Lock()
+			p.node.callsDropped++ // nobody reads calls (no audit): counted, not blocking
+			p.node.mu.Unlock()
+		}
+	}
 	if r.Cookie == 0 {
 		return true, true // TLS or an unresolved descriptor: no binding, not a wrong one
 	}
@@ -137,6 +150,22 @@ func (p *GoProbes) deliverExt(r *godeadlineTtGoBinding) (handled, cont bool) {
 	case <-p.node.done:
 		return true, false
 	}
+}
+
+// grpcCallSite is the gRPC client's call probe: the audit attaches it with
+// net/http's round trips.
+const grpcCallSite = "go_grpc_new_stream"
+
+// callSites are the outbound-call probes: net/http round trips and gRPC
+// streams.
+func (p *GoProbes) callSites() []site {
+	sites := append([]site(nil), p.tripSites...)
+	for _, s := range p.ext.sites {
+		if s.prog == grpcCallSite {
+			sites = append(sites, s)
+		}
+	}
+	return sites
 }
 
 // traceparentSource names where a creation's traceparent came from (the

@@ -172,8 +172,8 @@ func (p *Pipeline) trackCall(c *event.Call) {
 		delete(p.open, k)
 		return
 	}
-	if c.HasDeadline || p.sink.Hung == nil {
-		return
+	if c.HasDeadline || p.sink.Hung == nil || c.Kind != "http" {
+		return // only net/http calls have an end probe: a gRPC stream may live long
 	}
 	if p.open == nil {
 		p.open = make(map[callKey]*openCall)
