@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -52,6 +53,9 @@ type GoNode struct {
 	// multi: uprobes are uprobe_multi BPF links, not perf events (see
 	// useUprobeMulti).
 	multi bool
+	// shared: some cold probes are shared by the processes of a file (Add,
+	// the node agent), so an expiry may arrive twice.
+	shared atomic.Bool
 
 	mu             sync.Mutex
 	procs          map[uint32]*GoProbes
@@ -163,6 +167,9 @@ type expiryKey struct {
 	kind     event.ExpiryKind
 }
 
+// maxExpirySeen bounds the expiries remembered.
+const maxExpirySeen = 1 << 16
+
 // expiryMemory is how long a delivered expiry is remembered.
 const expiryMemory = uint64(2 * time.Second)
 
@@ -174,15 +181,22 @@ func (e *expirySeen) seen(ev *event.Deadline) bool {
 	if t, ok := e.m[k]; ok && ev.Mono-t < expiryMemory {
 		return true
 	}
-	e.m[k] = ev.Mono
-	if ev.Mono-e.last > expiryMemory/2 || len(e.m) > 1<<16 {
+	// Bounded, at O(1) per expiry: old entries go once per expiryMemory,
+	// and a table that fills anyway (a storm) is emptied at once (a
+	// duplicate may then pass once: reported twice, never lost).
+	switch {
+	case len(e.m) >= maxExpirySeen:
+		clear(e.m)
+		e.last = ev.Mono
+	case ev.Mono-e.last > expiryMemory:
 		for k, t := range e.m {
-			if ev.Mono-t >= expiryMemory || len(e.m) > 1<<16 {
+			if ev.Mono-t >= expiryMemory {
 				delete(e.m, k)
 			}
 		}
 		e.last = ev.Mono
 	}
+	e.m[k] = ev.Mono
 	return false
 }
 
@@ -253,7 +267,10 @@ func NewGoNode(cfg GoNodeConfig) (_ *GoNode, err error) {
 // Add analyses process pid's executable and attaches its cold tier (shared
 // with the other processes of the same executable). Errors wrapping
 // ErrNotTraceable mean the process cannot be traced (not Go, too old, ...).
-func (n *GoNode) Add(pid int) (*GoProbes, error) { return n.add(pid, true) }
+func (n *GoNode) Add(pid int) (*GoProbes, error) {
+	n.shared.Store(true)
+	return n.add(pid, true)
+}
 
 func (n *GoNode) add(pid int, shared bool) (*GoProbes, error) {
 	n.mu.Lock()
@@ -545,7 +562,7 @@ func (n *GoNode) read(poll time.Duration) {
 			n.log.Warn("drop undecodable deadline event", "err", err)
 			return true
 		}
-		if n.dup.seen(&ev) {
+		if n.shared.Load() && n.dup.seen(&ev) { // only shared probes deliver twice
 			n.mu.Lock()
 			n.duplicates++
 			n.mu.Unlock()

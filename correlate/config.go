@@ -36,6 +36,10 @@ type Config struct {
 	// else the LocalLookback window) a local cause must have taken for its class to replace a mild network class,
 	// slow_peer, local or unknown. Default 0.3; must be in (0, 1].
 	LocalShare float64
+	// LocalOverPeer is the share a local figure needs to name the class of
+	// a timeout whose network verdict is slow_peer (the peer silent from
+	// the request to the expiry): a majority of the life.
+	LocalOverPeer float64
 
 	MaxSockets              int // live sockets; default 16384
 	MaxEventsPerSocket      int // TCP events kept per socket; default 64
@@ -68,6 +72,7 @@ func DefaultConfig() Config {
 		MaxReportEvents:         16,
 		LocalLookback:           time.Second,
 		LocalShare:              0.3,
+		LocalOverPeer:           0.5,
 		MaxLocalPerProcess:      1024,
 	}
 }

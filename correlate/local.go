@@ -202,6 +202,15 @@ func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
 	case ClassRTO, ClassSynTimeout, ClassReset, ClassRefused:
 		cause.Note = joinNote(cause.Note, fmt.Sprintf("%s as well; the class stays %s: the network failure stops a request whatever the CPU did", what, cause.Class))
 		return
+	case ClassSlowPeer:
+		// The peer was silent from the request to the expiry: that explains
+		// the expiry unless the process lost most of the life itself (a
+		// starved client looks like a silent peer when it cannot read the
+		// answer in time).
+		if share < c.cfg.LocalOverPeer {
+			cause.Note = joinNote(cause.Note, fmt.Sprintf("%s as well; the class stays slow_peer: the process lost less than %.0f %% of the life", what, c.cfg.LocalOverPeer*100))
+			return
+		}
 	}
 	prev := cause.Class
 	cause.Class = localClasses[best]
