@@ -355,7 +355,12 @@ func (a *Agent) consider(c candidate) {
 	}
 	if _, err := a.pipe.AddProcess(c.pid); err != nil {
 		if errors.Is(err, collector.ErrNotTraceable) {
-			if !alive(a.cfg.ProcRoot, c.pid) {
+			// A process exiting while it is analysed fails like a program
+			// that is not Go: only a live, readable one is a verdict on
+			// its executable (else every later process of the file would
+			// be skipped).
+			if !alive(a.cfg.ProcRoot, c.pid) || exiting(a.cfg.ProcRoot, c.pid) ||
+				errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
 				return
 			}
 			a.mu.Lock()
@@ -498,4 +503,20 @@ func startTime(procRoot string, pid int) string {
 func alive(procRoot string, pid int) bool {
 	_, err := os.Stat(filepath.Join(procRoot, strconv.Itoa(pid)))
 	return err == nil
+}
+
+// exiting reports whether the process is a zombie or dying (its executable
+// and memory are gone).
+func exiting(procRoot string, pid int) bool {
+	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return true
+	}
+	st := s[i+2]
+	return st == 'Z' || st == 'X' || st == 'x'
 }

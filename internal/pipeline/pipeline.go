@@ -454,7 +454,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			p.buf = append(p.buf, &d)
 			ps := p.proc(d.PID)
 			if ps != nil {
-				p.countExpiry(ps)
+				p.countExpiry(ps, d.Mono)
 			}
 			if ps != nil && p.cfg.Detail == "auto" && !p.stormTripped() && !p.exeTripped(ps) && ps.ctl.Observe(time.Now()) {
 				p.switchDetail(ps, true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))

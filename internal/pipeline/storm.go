@@ -85,13 +85,14 @@ func (p *Pipeline) stormTripped() bool { return p.guard != nil && p.guard.Trippe
 type exeGuard struct {
 	g        *storm.Guard
 	expiries uint64 // expiries delivered for the file's processes
+	since    uint64 // monotonic time of the last reattach: older expiries (a backlog) do not count
 }
 
 // countExpiry feeds the node mode's guards: each expiry delivered is a
 // cold-probe hit of its process's executable (the detail tier's hits are
 // not counted per process in BPF; they follow expiries, so a storm of
 // them trips the guard through its expiries).
-func (p *Pipeline) countExpiry(ps *procState) {
+func (p *Pipeline) countExpiry(ps *procState, mono uint64) {
 	if !p.node || p.cfg.Storm.MaxHitsPerSec == 0 {
 		return
 	}
@@ -104,7 +105,9 @@ func (p *Pipeline) countExpiry(ps *procState) {
 		eg = &exeGuard{g: storm.New(p.cfg.Storm)}
 		p.exeGuards[k] = eg
 	}
-	eg.expiries++
+	if mono >= eg.since {
+		eg.expiries++
+	}
 }
 
 // nodeGuardTick runs the per-executable guards of node mode.
@@ -151,6 +154,7 @@ func (p *Pipeline) nodeGuardTick(now time.Time) error {
 				eg.g.Retrip(now)
 				continue
 			}
+			eg.since = monoNow()
 			for _, ps := range procs {
 				pid := uint32(ps.probes.PID())
 				p.log.Info("storm guard: probes reattached", "pid", pid, "reason", reason)
