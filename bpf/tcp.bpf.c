@@ -92,12 +92,24 @@ struct {
  * the socks hash spreads over megabytes and costs a cache miss per lookup.
  * Only tp_btf programs can use it; raw_tp ones go to socks every time.
  */
+struct tt_act_slot {
+	__u64 goid;    /* a goroutine that did I/O on the socket */
+	__u64 last_ns; /* when its last activity event was emitted; 0: empty */
+	__u8 dirs;     /* TT_DIR_* already reported since last_ns */
+	__u8 _pad[7];
+};
+
 struct tt_owner_seen {
 	__u32 tgid;
 	__u16 sport;
 	__u16 _pad;
-	__u64 last_activity_ns; /* when the last activity event was emitted */
-	__u64 last_goid;        /* the goroutine of the last activity event */
+	/* The two goroutines last seen doing I/O on the socket. Two, because
+	 * the common owners come in pairs: net/http's client writes from one
+	 * goroutine (writeLoop) and reads from another (readLoop), a server's
+	 * connection goroutine shares its socket with a background reader.
+	 * With one slot every alternation was a takeover: two ring buffer
+	 * events per HTTP request, ~1 us of BPF and the agent's CPU each. */
+	struct tt_act_slot slot[2];
 };
 
 /*
@@ -221,10 +233,29 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 		if (g)
 			bpf_probe_read_user(&goid, sizeof(goid), (const void *)(g + gp->goid_off));
 	}
-	if (goid == seen->last_goid && now - seen->last_activity_ns < activity_interval_ns)
-		return;
-	seen->last_goid = goid;
-	seen->last_activity_ns = now;
+	/* Emit when a goroutine not in the two slots shows up (a takeover:
+	 * it replaces the slot used longest ago), when a slot's interval is
+	 * over, or when it does I/O in a direction not reported yet in the
+	 * interval (at most one send and one receive sample per goroutine
+	 * per interval). */
+	struct tt_act_slot *sl;
+	if (seen->slot[0].last_ns && seen->slot[0].goid == goid)
+		sl = &seen->slot[0];
+	else if (seen->slot[1].last_ns && seen->slot[1].goid == goid)
+		sl = &seen->slot[1];
+	else
+		sl = NULL;
+	if (sl && now - sl->last_ns < activity_interval_ns) {
+		if (sl->dirs & dir)
+			return;
+		sl->dirs |= dir;
+	} else {
+		if (!sl)
+			sl = seen->slot[0].last_ns <= seen->slot[1].last_ns ? &seen->slot[0] : &seen->slot[1];
+		sl->goid = goid;
+		sl->last_ns = now;
+		sl->dirs = dir;
+	}
 	struct tt_sock *s = sock_get(sk, true, false);
 	if (!s)
 		return;

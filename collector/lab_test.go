@@ -648,3 +648,98 @@ func TestActivityNamesGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// TestActivityPairedGoroutines: net/http's client writes a connection from
+// one goroutine and reads it from another. Each alternation used to count
+// as a takeover and cost a ring buffer event (two per request): now the
+// socket remembers two goroutines, each reported once per direction per
+// interval, and a third goroutine is still reported at once.
+func TestActivityPairedGoroutines(t *testing.T) {
+	requireTracing(t)
+	self, err := gobin.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	off, err := self.FieldOffset("runtime.g", "goid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	c := startCollector(t, Config{PID: uint32(os.Getpid()), ActivityInterval: time.Hour})
+	if err := c.RegisterGoProcess(uint32(os.Getpid()), uint32(off)); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const trips = 200
+	ids := make(chan uint64, 3)
+	next := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the reader
+		defer close(done)
+		ids <- goid()
+		buf := make([]byte, 4)
+		for i := 0; i < trips; i++ {
+			if _, err := io.ReadFull(conn, buf); err != nil {
+				t.Errorf("read echo: %v", err)
+				return
+			}
+			next <- struct{}{}
+		}
+	}()
+	writerDone := make(chan struct{})
+	go func() { // the writer
+		defer close(writerDone)
+		ids <- goid()
+		for i := 0; i < trips; i++ {
+			if _, err := conn.Write([]byte("ping")); err != nil {
+				t.Errorf("write: %v", err)
+				return
+			}
+			<-next
+		}
+	}()
+	<-done
+	<-writerDone
+	reader, writer := <-ids, <-ids
+	if reader == writer {
+		t.Fatal("one goroutine")
+	}
+	// A third goroutine takes the connection over: reported at once.
+	third := make(chan struct{})
+	go func() {
+		defer close(third)
+		ids <- goid()
+		roundTrip(t, conn)
+	}()
+	<-third
+	thirdID := <-ids
+	evs := collect(t, c, addrPort(t, conn.LocalAddr()), srv, 3*time.Second, func(e []event.TCP) bool {
+		for _, ev := range e {
+			if ev.Goid == thirdID {
+				return true
+			}
+		}
+		return false
+	})
+	byG := map[uint64]int{}
+	for _, a := range ofKind(evs, event.TCPActivity) {
+		byG[a.Goid]++
+	}
+	if byG[thirdID] == 0 {
+		t.Errorf("the third goroutine's takeover was not reported: %v", byG)
+	}
+	if byG[reader] == 0 || byG[writer] == 0 {
+		t.Errorf("want the reader %d and the writer %d named, got %v", reader, writer, byG)
+	}
+	// One sample per goroutine and direction; the dial runs on the test's
+	// goroutine (connect is not a send); allow one more for slack.
+	if n := byG[reader] + byG[writer]; n > 3 {
+		t.Errorf("%d activity events for %d round trips of a reader/writer pair, want <= 3 (one per goroutine and direction): %v", n, trips, byG)
+	}
+}

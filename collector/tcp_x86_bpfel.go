@@ -20,12 +20,17 @@ type tcpTtGoPid struct {
 }
 
 type tcpTtOwnerSeen struct {
-	_              structs.HostLayout
-	Tgid           uint32
-	Sport          uint16
-	Pad            uint16
-	LastActivityNs uint64
-	LastGoid       uint64
+	_     structs.HostLayout
+	Tgid  uint32
+	Sport uint16
+	Pad   uint16
+	Slot  [2]struct {
+		_      structs.HostLayout
+		Goid   uint64
+		LastNs uint64
+		Dirs   uint8
+		Pad    [7]uint8
+	}
 }
 
 type tcpTtSock struct {
