@@ -9,7 +9,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/timeout-tracer/tracer/event"
@@ -44,7 +43,7 @@ type Enrich struct {
 	objs   enrichObjects
 	link   link.Link
 	via    string
-	reader *ringbuf.Reader
+	reader *ring
 	events chan event.TCP
 	wg     sync.WaitGroup
 
@@ -96,7 +95,7 @@ func StartEnrich(cfg EnrichConfig) (_ *Enrich, err error) {
 		}
 		cfg.Logger.Debug("enrichment via kprobe", "fentry", fentryErr)
 	}
-	if e.reader, err = ringbuf.NewReader(e.objs.EnrichEvents); err != nil {
+	if e.reader, err = newRing(e.objs.EnrichEvents); err != nil {
 		return nil, fmt.Errorf("open enrichment ring buffer: %w", err)
 	}
 	e.wg.Add(1)

@@ -22,8 +22,8 @@ import (
 // GoConfig tunes the Go deadline probes.
 type GoConfig struct {
 	PID int
-	// PollInterval bounds how long an expiry waits in the ring buffer; 0
-	// means 50 ms.
+	// PollInterval is the reader's safety net (see GoNodeConfig); 0 means
+	// 1 s.
 	PollInterval time.Duration
 	Logger       *slog.Logger
 	// tap, if set, sees every raw sample of both ring buffers before it is

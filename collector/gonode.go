@@ -14,7 +14,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/timeout-tracer/tracer/event"
@@ -23,8 +22,8 @@ import (
 
 // GoNodeConfig tunes a GoNode.
 type GoNodeConfig struct {
-	// PollInterval bounds how long an expiry waits in the ring buffer; 0
-	// means 50 ms.
+	// PollInterval is the reader's safety net: the programs wake it on
+	// every sample, so nothing waits for it. 0 means 1 s.
 	PollInterval time.Duration
 	Logger       *slog.Logger
 	// tap, if set, sees every raw sample of both ring buffers before it is
@@ -41,8 +40,8 @@ type GoNode struct {
 	log      *slog.Logger
 	clk      clock
 	coll     *ebpf.Collection
-	reader   *ringbuf.Reader
-	bindRd   *ringbuf.Reader
+	reader   *ring
+	bindRd   *ring
 	events   chan event.Deadline
 	bindings chan event.Binding
 	calls    chan event.Call
@@ -210,7 +209,7 @@ func NewGoNode(cfg GoNodeConfig) (_ *GoNode, err error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.PollInterval == 0 {
-		cfg.PollInterval = 50 * time.Millisecond
+		cfg.PollInterval = time.Second
 	}
 	if err := Preflight(); err != nil {
 		return nil, err
@@ -251,10 +250,10 @@ func NewGoNode(cfg GoNodeConfig) (_ *GoNode, err error) {
 	if n.coll, err = ebpf.NewCollection(spec); err != nil {
 		return nil, fmt.Errorf("load Go deadline programs: %w", explain(err))
 	}
-	if n.reader, err = ringbuf.NewReader(n.coll.Maps["go_events"]); err != nil {
+	if n.reader, err = newRing(n.coll.Maps["go_events"]); err != nil {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
-	if n.bindRd, err = ringbuf.NewReader(n.coll.Maps["go_bindings"]); err != nil {
+	if n.bindRd, err = newRing(n.coll.Maps["go_bindings"]); err != nil {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
 	n.wg.Add(3)

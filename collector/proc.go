@@ -10,7 +10,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 )
 
@@ -50,7 +49,7 @@ type Procs struct {
 	clk    clock
 	coll   *ebpf.Collection
 	links  []link.Link
-	reader *ringbuf.Reader
+	reader *ring
 	events chan ProcEvent
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -93,7 +92,7 @@ func StartProcs(log *slog.Logger) (_ *Procs, err error) {
 		}
 		p.links = append(p.links, l)
 	}
-	if p.reader, err = ringbuf.NewReader(p.coll.Maps["proc_events"]); err != nil {
+	if p.reader, err = newRing(p.coll.Maps["proc_events"]); err != nil {
 		return nil, fmt.Errorf("open process ring buffer: %w", err)
 	}
 	p.wg.Add(1)
@@ -106,7 +105,7 @@ var procEventSize = int(unsafe.Sizeof(procTtProcEvent{}))
 func (p *Procs) read() {
 	defer p.wg.Done()
 	defer close(p.events)
-	readRing(p.reader, 100*time.Millisecond, p.log, func(raw []byte) bool {
+	readRing(p.reader, time.Second /* a safety net: every sample wakes the reader */, p.log, func(raw []byte) bool {
 		ev, err := decodeProc(raw, p.clk)
 		if err != nil {
 			p.mu.Lock()

@@ -10,7 +10,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"github.com/timeout-tracer/tracer/event"
@@ -57,7 +56,7 @@ type Sched struct {
 	maps   map[string]*ebpf.Map
 	spec   *ebpf.CollectionSpec
 	progs  map[string]*ebpf.Program
-	reader *ringbuf.Reader
+	reader *ring
 	events chan event.Local
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -129,7 +128,7 @@ func StartSched(cfg SchedConfig) (_ *Sched, err error) {
 		}
 		s.maps[name] = m
 	}
-	if s.reader, err = ringbuf.NewReader(s.maps[schedMapGcEvents]); err != nil {
+	if s.reader, err = newRing(s.maps[schedMapGcEvents]); err != nil {
 		return nil, fmt.Errorf("open GC ring buffer: %w", err)
 	}
 	s.wg.Add(2)
@@ -355,7 +354,7 @@ func (s *Sched) send(ev event.Local) bool {
 
 func (s *Sched) readGC() {
 	defer s.wg.Done()
-	readRing(s.reader, 100*time.Millisecond, s.log, func(raw []byte) bool {
+	readRing(s.reader, time.Second /* a safety net: every sample wakes the reader */, s.log, func(raw []byte) bool {
 		var p schedTtGcPause
 		if len(raw) < binary.Size(p) {
 			s.mu.Lock()

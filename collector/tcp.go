@@ -12,7 +12,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
 
 	"golang.org/x/sys/unix"
@@ -76,7 +75,7 @@ type TCP struct {
 	tps    []string // the tracepoint of progs[i]
 	links  []link.Link
 	hooks  []HookStatus
-	reader *ringbuf.Reader
+	reader *ring
 	events chan event.TCP
 	done   chan struct{}
 	wg     sync.WaitGroup
@@ -145,7 +144,7 @@ func StartTCP(cfg Config) (_ *TCP, err error) {
 	if err := c.attachAll(spec, cfg.ForceRawTP); err != nil {
 		return nil, err
 	}
-	c.reader, err = ringbuf.NewReader(c.maps[tcpMapEvents])
+	c.reader, err = newRing(c.maps[tcpMapEvents])
 	if err != nil {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}

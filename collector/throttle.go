@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -119,6 +120,49 @@ type level struct {
 	throttled time.Duration
 	nr        uint64
 	ok        bool // a previous sample exists
+	// cpu.stat kept open and read again at offset 0: one pread a sample
+	// instead of open, fstat, read, close (each system call of an idle
+	// agent wakes the runtime's sysmon).
+	f   *os.File
+	buf []byte
+}
+
+// readStat reads the level's cpu.stat.
+func (l *level) readStat() ([]byte, error) {
+	if l.f == nil {
+		f, err := os.Open(filepath.Join(l.dir, "cpu.stat"))
+		if err != nil {
+			return nil, err
+		}
+		l.f = f
+		if l.buf == nil {
+			l.buf = make([]byte, 4096)
+		}
+	}
+	for {
+		n, err := l.f.ReadAt(l.buf, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			l.close()
+			return nil, err
+		}
+		if n < len(l.buf) {
+			return l.buf[:n], nil
+		}
+		l.buf = make([]byte, 2*len(l.buf)) // did not fit: read it whole
+	}
+}
+
+func (l *level) close() {
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+}
+
+func closeLevels(levels []*level) {
+	for _, l := range levels {
+		l.close()
+	}
 }
 
 // maxLevels bounds the cgroup path walked up.
@@ -290,7 +334,7 @@ func (t *Throttle) sample(levels []*level, refreshPeriods bool) (time.Duration, 
 			}
 			l.period = p
 		}
-		b, err := os.ReadFile(filepath.Join(l.dir, "cpu.stat"))
+		b, err := l.readStat()
 		if err != nil {
 			errs = append(errs, err)
 			l.ok = false
@@ -318,6 +362,7 @@ func (t *Throttle) sample(levels []*level, refreshPeriods bool) (time.Duration, 
 
 func (t *Throttle) run(levels []*level) {
 	defer t.wg.Done()
+	defer func() { closeLevels(levels) }()
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
 	_, _, err := t.sample(levels, true)
@@ -340,6 +385,7 @@ func (t *Throttle) run(levels []*level) {
 		refresh := n%10 == 0
 		if refresh {
 			if l, err := t.resolve(); err == nil && (len(l) != len(levels) || l[0].dir != levels[0].dir) {
+				closeLevels(levels)
 				levels = l
 				t.sample(levels, true) // a new baseline
 				prev = monoNow()

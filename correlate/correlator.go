@@ -155,6 +155,10 @@ func (c *Correlator) advance(t uint64) {
 
 func (c *Correlator) waiting() int { return len(c.pending) - c.head }
 
+// Waiting is the number of expired deadlines waiting for their grace
+// window to end: Advance has work to do only while it is not 0.
+func (c *Correlator) Waiting() int { return c.waiting() }
+
 // emitReady reports the deadlines whose grace window ended before t.
 func (c *Correlator) emitReady(t uint64) {
 	grace := uint64(c.cfg.Grace)

@@ -416,8 +416,19 @@ func (p *Pipeline) switchDetail(ps *procState, on bool, reason string) {
 // Run merges and correlates until ctx ends or the process exits (exited
 // closes), then drains what is buffered and flushes the correlator.
 func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
-	tick := time.NewTicker(50 * time.Millisecond)
+	// The tick releases buffered events and reports: every 50 ms while
+	// something is buffered or waiting, every 250 ms when idle (an idle
+	// agent's every wakeup is CPU the node pays for nothing).
+	const tickBusy, tickIdle = 50 * time.Millisecond, 250 * time.Millisecond
+	tick := time.NewTimer(tickBusy)
 	defer tick.Stop()
+	busy := true
+	wake := func() {
+		if !busy {
+			busy = true
+			tick.Reset(tickBusy)
+		}
+	}
 	tcpEvents, goEvents, bindings := p.tcp.Events(), p.goN.Events(), p.goN.Bindings()
 	localEvents := p.local.events()
 	var calls <-chan event.Call
@@ -431,6 +442,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				return errors.New("kernel event stream ended unexpectedly")
 			}
 			p.buf = append(p.buf, &ev)
+			wake()
 		case c, ok := <-calls:
 			if !ok {
 				calls = nil
@@ -446,12 +458,14 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				// Said in stream order, so the connection's peer (from
 				// the kernel events before the call) is known.
 				p.missing = append(p.missing, c)
+				wake()
 			}
 		case d, ok := <-goEvents:
 			if !ok {
 				return errors.New("deadline event stream ended unexpectedly")
 			}
 			p.buf = append(p.buf, &d)
+			wake()
 			ps := p.proc(d.PID)
 			if ps != nil {
 				p.countExpiry(ps, d.Mono)
@@ -465,12 +479,14 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				continue
 			}
 			p.buf = append(p.buf, &b)
+			wake()
 		case l, ok := <-localEvents:
 			if !ok {
 				localEvents = nil
 				continue
 			}
 			p.buf = append(p.buf, &l)
+			wake()
 		case <-tick.C:
 			p.watchAdded()
 			if p.cfg.Detail == "auto" {
@@ -499,6 +515,8 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			if err := p.guardTick(time.Now()); err != nil {
 				return err
 			}
+			busy = len(p.buf) > 0 || p.corr.Waiting() > 0 || len(p.missing) > 0
+			tick.Reset(map[bool]time.Duration{true: tickBusy, false: tickIdle}[busy])
 		case <-exited:
 			return p.finish(tcpEvents, goEvents, bindings)
 		case <-ctx.Done():
