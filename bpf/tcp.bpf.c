@@ -94,6 +94,7 @@ struct {
  */
 struct tt_act_slot {
 	__u64 goid;    /* a goroutine that did I/O on the socket */
+	__u64 g;       /* its runtime.g pointer when last seen */
 	__u64 last_ns; /* when its last activity event was emitted; 0: empty */
 	__u8 dirs;     /* TT_DIR_* already reported since last_ns */
 	__u8 _pad[7];
@@ -221,15 +222,30 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 	 * g pointer: an exited goroutine's g struct is reused for a new one,
 	 * which is exactly a takeover to report (a test covers it). */
 	__u64 now = bpf_ktime_get_ns();
-	__u64 goid = 0;
+	__u64 goid = 0, g = 0;
 	const struct tt_go_pid *gp = bpf_map_lookup_elem(&go_pids, &tgid);
 	if (gp) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 #if defined(__TARGET_ARCH_x86)
-		__u64 g = regs->r14;
+		g = regs->r14;
 #elif defined(__TARGET_ARCH_arm64)
-		__u64 g = regs->regs[28];
+		g = regs->regs[28];
 #endif
+		/* A receive by the g a slot names, already reported in its
+		 * interval: done without reading user memory (the read is
+		 * half of this program's cost). A recycled g (a new goroutine
+		 * in an exited one's struct) that only receives is then named
+		 * at the slot's next interval; sends always read the id, so a
+		 * pooled connection taken over by a new request goroutine in a
+		 * recycled g is named at once (drivers do exactly that). */
+		if (dir == TT_DIR_RECV && g) {
+			for (int i = 0; i < 2; i++) {
+				const struct tt_act_slot *o = &seen->slot[i];
+				if (o->last_ns && o->g == g && (o->dirs & TT_DIR_RECV) &&
+				    now - o->last_ns < activity_interval_ns)
+					return;
+			}
+		}
 		if (g)
 			bpf_probe_read_user(&goid, sizeof(goid), (const void *)(g + gp->goid_off));
 	}
@@ -256,6 +272,7 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 		sl->last_ns = now;
 		sl->dirs = dir;
 	}
+	sl->g = g;
 	struct tt_sock *s = sock_get(sk, true, false);
 	if (!s)
 		return;

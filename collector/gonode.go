@@ -353,17 +353,11 @@ func (n *GoNode) holdCold(p *GoProbes, shared bool) error {
 	if !shared {
 		// One process only: filter in the kernel by PID, so other processes
 		// running the same file never trap.
-		sc := &sharedCold{refs: 1}
-		for _, s := range p.cold {
-			l, err := p.uprobe(s.prog, s.addr)
-			if err != nil {
-				for _, l := range sc.links {
-					l.Close()
-				}
-				return err
-			}
-			sc.links = append(sc.links, l)
+		links, err := attachSites(p.cold, func(s site) (link.Link, error) { return p.uprobe(s.prog, s.addr) })
+		if err != nil {
+			return err
 		}
+		sc := &sharedCold{refs: 1, links: links}
 		n.mu.Lock()
 		n.exes[p.key] = sc
 		n.mu.Unlock()
@@ -375,20 +369,35 @@ func (n *GoNode) holdCold(p *GoProbes, shared bool) error {
 		sc.refs++
 		return nil
 	}
-	sc := &sharedCold{exe: p.exe, refs: 1}
-	for _, s := range p.cold {
-		l, err := n.attachUprobe(p, s, 0)
-		if err != nil {
-			for _, l := range sc.links {
-				l.Close()
-			}
-			return err
-		}
-		sc.links = append(sc.links, l)
+	links, err := n.attachShared(p)
+	if err != nil {
+		return err
 	}
-	n.exes[p.key] = sc
+	n.exes[p.key] = &sharedCold{exe: p.exe, refs: 1, links: links}
 	return nil
 }
+
+// attachShared attaches the cold sites of p's executable for every process
+// running the file (the node's shared probes).
+func (n *GoNode) attachShared(p *GoProbes) ([]link.Link, error) {
+	return attachSites(p.cold, func(s site) (link.Link, error) { return n.attachUprobe(p, s, 0) })
+}
+
+// attachSites attaches every site with attach; on an error it detaches
+// what it attached.
+func attachSites(sites []site, attach func(site) (link.Link, error)) ([]link.Link, error) {
+	links := make([]link.Link, 0, len(sites))
+	for _, s := range sites {
+		l, err := attach(s)
+		if err != nil {
+			closeLinks(links)
+			return nil, err
+		}
+		links = append(links, l)
+	}
+	return links, nil
+}
+
 
 // SetExeCold detaches (off) or reattaches (on) the shared cold probes of
 // one executable file, for the node agent's storm guard: their traps cost
@@ -402,12 +411,9 @@ func (n *GoNode) SetExeCold(key gobin.FileID, on bool) error {
 		return nil
 	}
 	if !on {
-		var errs []error
-		for _, l := range sc.links {
-			errs = append(errs, l.Close())
-		}
+		err := closeLinks(sc.links)
 		sc.links, sc.detached = nil, true
-		return errors.Join(errs...)
+		return err
 	}
 	var p *GoProbes
 	for _, q := range n.procs {
@@ -419,16 +425,9 @@ func (n *GoNode) SetExeCold(key gobin.FileID, on bool) error {
 	if p == nil {
 		return fmt.Errorf("reattach the probes of %v: no traced process runs it", key)
 	}
-	var links []link.Link
-	for _, s := range p.cold {
-		l, err := n.attachUprobe(p, s, 0)
-		if err != nil {
-			for _, l := range links {
-				l.Close()
-			}
-			return err
-		}
-		links = append(links, l)
+	links, err := n.attachShared(p)
+	if err != nil {
+		return err
 	}
 	sc.links, sc.detached = links, false
 	return nil
@@ -490,11 +489,7 @@ func (n *GoNode) releaseCold(p *GoProbes) error {
 	}
 	delete(n.exes, p.key)
 	n.mu.Unlock()
-	var errs []error
-	for _, l := range sc.links {
-		errs = append(errs, l.Close())
-	}
-	return errors.Join(errs...)
+	return closeLinks(sc.links)
 }
 
 // forget deletes every map entry of pid.

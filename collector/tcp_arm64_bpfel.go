@@ -27,6 +27,7 @@ type tcpTtOwnerSeen struct {
 	Slot  [2]struct {
 		_      structs.HostLayout
 		Goid   uint64
+		G      uint64
 		LastNs uint64
 		Dirs   uint8
 		Pad    [7]uint8

@@ -87,7 +87,7 @@ Every flag can also come from --config, a YAML file of flag names and values
 	fl.StringVarP(&f.output, "output", "o", "json", "reports on stdout: json, table or none")
 	fl.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for the Kubernetes pod watch (default $NODE_NAME)")
 	fl.StringVar(&f.cgroupRoot, "cgroup-root", "/sys/fs/cgroup", "where the host's cgroup file system is mounted (CPU throttling of traced processes)")
-	fl.StringVar(&f.procRoot, "proc-root", "/proc", "where the host's /proc is (hostPID)")
+	fl.StringVar(&f.procRoot, "proc-root", "/proc", "where the host's /proc is, for discovery and identity (the agent itself must share the host's PID namespace: hostPID)")
 	fl.StringSliceVar(&f.includeExe, "include-exe", nil, "trace only executables whose name or path matches one of these globs (repeatable)")
 	fl.StringSliceVar(&f.excludeExe, "exclude-exe", nil, "never trace executables whose name or path matches one of these globs (repeatable; wins over include)")
 	fl.StringSliceVar(&f.includeContainer, "include-container", nil, "trace only processes of containers whose ID starts with one of these (repeatable)")
@@ -217,6 +217,9 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 		return err
 	}
 	if err := f.validate(); err != nil {
+		return err
+	}
+	if err := hostPIDNamespace(); err != nil {
 		return err
 	}
 	filter, err := workload.NewFilter(workload.FilterConfig{
@@ -365,5 +368,21 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 		return runErr
 	}
 	log.Info("node agent stopped")
+	return nil
+}
+
+// hostPIDNamespace fails when the agent runs in a nested PID namespace: the
+// kernel's events name processes by their host PIDs, and probes attach
+// through this process's own /proc, so a containerised agent that does not
+// share the host's PID namespace would see PIDs it cannot open. The initial
+// PID namespace has a fixed inode number (PROC_PID_INIT_INO, 0xEFFFFFFC).
+func hostPIDNamespace() error {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return nil // no way to tell: the attach errors will say
+	}
+	if ns != "pid:[4026531836]" {
+		return fmt.Errorf("the node agent runs in a nested PID namespace (%s): it must share the host's (Kubernetes: hostPID: true, as deploy/daemonset.yaml sets; Docker: --pid=host)", ns)
+	}
 	return nil
 }

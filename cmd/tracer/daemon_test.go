@@ -583,6 +583,16 @@ func TestDaemonBadInput(t *testing.T) {
 		checkOneLineError(t, exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
 			tracer, "daemon", "--metrics-addr", ""), "insufficient privileges: need root, or CAP_BPF and CAP_PERFMON")
 	})
+	t.Run("nested PID namespace", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to make a PID namespace")
+		}
+		if _, err := exec.LookPath("unshare"); err != nil {
+			t.Skip("unshare (util-linux) not installed")
+		}
+		checkOneLineError(t, exec.Command("unshare", "--pid", "--fork", "--mount-proc", tracer, "daemon", "--metrics-addr", ""),
+			"the node agent runs in a nested PID namespace")
+	})
 	t.Run("command line wins over config", func(t *testing.T) {
 		// The config's bad value is not used: the flag given wins.
 		checkOneLineError(t, exec.Command(tracer, "daemon", "--config", badFormat, "--log-format", "json", "--max-processes", "-1"),
