@@ -121,6 +121,12 @@ type Pipeline struct {
 type procState struct {
 	probes *collector.GoProbes
 	ctl    *adaptive.Controller
+	// goidOff is runtime.g.goid's offset in the binary (-1: unknown). The
+	// kernel's send/receive hooks read the goroutine doing the I/O only
+	// while the detail tier is on: a goroutine binding is used only for a
+	// context whose creating goroutine the detail probes saw, and reading
+	// it is ~half of those hooks' cost on every request.
+	goidOff int64
 }
 
 type callKey struct {
@@ -327,12 +333,10 @@ func (p *Pipeline) Traced(pid uint32) bool {
 // naming in the kernel, audit and detail as configured.
 func (p *Pipeline) track(g *collector.GoProbes) error {
 	pid := uint32(g.PID())
+	ps := &procState{probes: g, ctl: adaptive.New(p.cfg.Policy), goidOff: -1}
 	if off, err := g.Binary().FieldOffset("runtime.g", "goid"); err == nil {
-		if err := p.tcp.RegisterGoProcess(pid, uint32(off)); err != nil {
-			return err
-		}
+		ps.goidOff = int64(off)
 	}
-	ps := &procState{probes: g, ctl: adaptive.New(p.cfg.Policy)}
 	if p.cfg.Audit {
 		if err := g.SetAudit(true); err != nil {
 			if !p.node {
@@ -389,8 +393,20 @@ func (p *Pipeline) Node() *collector.GoNode { return p.goN }
 
 func (p *Pipeline) setDetail(ps *procState, on bool, reason string) error {
 	pid := uint32(ps.probes.PID())
+	if on && ps.goidOff >= 0 {
+		// Before the creation probes: every context they see has its
+		// goroutine's I/O sampled.
+		if err := p.tcp.RegisterGoProcess(pid, uint32(ps.goidOff)); err != nil {
+			return err
+		}
+	}
 	if err := ps.probes.SetDetail(on); err != nil {
 		return fmt.Errorf("switch detail probes: %w", err)
+	}
+	if !on {
+		if err := p.tcp.UnregisterGoProcess(pid); err != nil {
+			return err
+		}
 	}
 	p.log.Info("detail probes switched", "pid", pid, "on", on, "reason", reason)
 	p.localDetail(pid, on)
