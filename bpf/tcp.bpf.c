@@ -130,6 +130,19 @@ struct {
 	__type(value, struct tt_go_pid);
 } go_pids SEC(".maps");
 
+/*
+ * How many processes go_pids holds (written by userspace): while it is 0,
+ * the hot path skips the go_pids hash lookup (an array lookup is a direct
+ * load once the verifier inlines it). Processes are in go_pids only while
+ * their detail tier is on, so it is 0 nearly always.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} go_pids_n SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -223,7 +236,11 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 	 * which is exactly a takeover to report (a test covers it). */
 	__u64 now = bpf_ktime_get_ns();
 	__u64 goid = 0, g = 0;
-	const struct tt_go_pid *gp = bpf_map_lookup_elem(&go_pids, &tgid);
+	const struct tt_go_pid *gp = NULL;
+	__u32 zero = 0;
+	const __u32 *n = bpf_map_lookup_elem(&go_pids_n, &zero);
+	if (n && *n)
+		gp = bpf_map_lookup_elem(&go_pids, &tgid);
 	if (gp) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 #if defined(__TARGET_ARCH_x86)

@@ -354,7 +354,7 @@ func (s *Sched) send(ev event.Local) bool {
 
 func (s *Sched) readGC() {
 	defer s.wg.Done()
-	readRing(s.reader, time.Second /* a safety net: every sample wakes the reader */, s.log, func(raw []byte) bool {
+	readRing(s.reader, 100*time.Millisecond /* the program wakes the reader only past a backlog */, s.log, func(raw []byte) bool {
 		var p schedTtGcPause
 		if len(raw) < binary.Size(p) {
 			s.mu.Lock()

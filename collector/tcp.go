@@ -82,6 +82,8 @@ type TCP struct {
 	tap    func(raw []byte)
 
 	decodeErrors uint64
+	goMu         sync.Mutex
+	goPids       map[uint32]bool // registered in go_pids
 	mu           sync.Mutex
 	closeOnce    sync.Once
 	closeErr     error
@@ -134,7 +136,7 @@ func StartTCP(cfg Config) (_ *TCP, err error) {
 	if err := configure(spec, cfg); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats, tcpMapOwnerSeen, tcpMapGoPids} {
+	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats, tcpMapOwnerSeen, tcpMapGoPids, tcpMapGoPidsN} {
 		m, err := ebpf.NewMap(spec.Maps[name])
 		if err != nil {
 			return nil, fmt.Errorf("create map %s: %w", name, explain(err))
@@ -420,16 +422,33 @@ func EnableRunStats() (io.Closer, error) {
 // RegisterGoProcess lets activity events of pid name the goroutine doing
 // the I/O: goidOffset is runtime.g.goid's offset in that process's binary.
 func (c *TCP) RegisterGoProcess(pid uint32, goidOffset uint32) error {
+	c.goMu.Lock()
+	defer c.goMu.Unlock()
 	if err := c.maps[tcpMapGoPids].Put(pid, tcpTtGoPid{GoidOff: goidOffset}); err != nil {
 		return fmt.Errorf("register Go process %d: %w", pid, err)
 	}
-	return nil
+	if c.goPids == nil {
+		c.goPids = make(map[uint32]bool)
+	}
+	c.goPids[pid] = true
+	return c.storeGoCount()
 }
 
-// UnregisterGoProcess forgets pid (after it exited).
+// UnregisterGoProcess forgets pid (its detail tier is off, or it exited).
 func (c *TCP) UnregisterGoProcess(pid uint32) error {
+	c.goMu.Lock()
+	defer c.goMu.Unlock()
 	if err := c.maps[tcpMapGoPids].Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unregister Go process %d: %w", pid, err)
+	}
+	delete(c.goPids, pid)
+	return c.storeGoCount()
+}
+
+// storeGoCount tells the hot path whether go_pids is worth a lookup.
+func (c *TCP) storeGoCount() error {
+	if err := c.maps[tcpMapGoPidsN].Put(uint32(0), uint32(len(c.goPids))); err != nil {
+		return fmt.Errorf("count Go processes: %w", err)
 	}
 	return nil
 }

@@ -124,6 +124,7 @@ const (
 const (
 	tcpMapEvents                  = "events"
 	tcpMapGoPids                  = "go_pids"
+	tcpMapGoPidsN                 = "go_pids_n"
 	tcpMapOwnerSeen               = "owner_seen"
 	tcpMapSocks                   = "socks"
 	tcpMapStats                   = "stats"
@@ -235,6 +236,7 @@ type tcpProgramSpecs struct {
 type tcpMapSpecs struct {
 	Events    *ebpf.MapSpec `ebpf:"events"`
 	GoPids    *ebpf.MapSpec `ebpf:"go_pids"`
+	GoPidsN   *ebpf.MapSpec `ebpf:"go_pids_n"`
 	OwnerSeen *ebpf.MapSpec `ebpf:"owner_seen"`
 	Socks     *ebpf.MapSpec `ebpf:"socks"`
 	Stats     *ebpf.MapSpec `ebpf:"stats"`
@@ -280,6 +282,7 @@ func (o *tcpObjects) Close() error {
 type tcpMaps struct {
 	Events    *ebpf.Map `ebpf:"events"`
 	GoPids    *ebpf.Map `ebpf:"go_pids"`
+	GoPidsN   *ebpf.Map `ebpf:"go_pids_n"`
 	OwnerSeen *ebpf.Map `ebpf:"owner_seen"`
 	Socks     *ebpf.Map `ebpf:"socks"`
 	Stats     *ebpf.Map `ebpf:"stats"`
@@ -289,6 +292,7 @@ func (m *tcpMaps) Close() error {
 	return _TcpClose(
 		m.Events,
 		m.GoPids,
+		m.GoPidsN,
 		m.OwnerSeen,
 		m.Socks,
 		m.Stats,
