@@ -167,7 +167,10 @@ func BenchmarkDaemon(b *testing.B) {
 
 	// One process started alone, the agent otherwise idle.
 	lone := exec.Command(prog, "-workers", "1")
-	lone.Stdin = strings.NewReader("")
+	// Its stdin stays open: on end of input httpload exits, and a process
+	// gone before the agent reaches it is never attached.
+	loneIn, _ := lone.StdinPipe()
+	b.Cleanup(func() { loneIn.Close() })
 	if err := lone.Start(); err != nil {
 		b.Fatal(err)
 	}

@@ -120,48 +120,126 @@ type level struct {
 	throttled time.Duration
 	nr        uint64
 	ok        bool // a previous sample exists
-	// cpu.stat kept open and read again at offset 0: one pread a sample
-	// instead of open, fstat, read, close (each system call of an idle
-	// agent wakes the runtime's sysmon).
-	f   *os.File
-	buf []byte
 }
 
-// readStat reads the level's cpu.stat.
-func (l *level) readStat() ([]byte, error) {
-	if l.f == nil {
-		f, err := os.Open(filepath.Join(l.dir, "cpu.stat"))
+// cgroupReads shares the reads of cgroup files between the samplers of one
+// agent. A node agent samples every traced process, and processes share
+// levels: a pod's containers its pod level, every pod the QoS and
+// kubepods levels. Read one by one, 50 processes cost ~3000 system calls
+// a second (the agent's largest cost in BenchmarkDaemon); shared, each
+// level's cpu.stat is read once per interval whoever asks, kept open and
+// read again at offset 0 (one pread instead of open, fstat, read, close).
+var cgroupReads = &statCache{m: make(map[string]*statEntry)}
+
+type statCache struct {
+	mu    sync.Mutex
+	m     map[string]*statEntry // by directory
+	swept time.Time
+}
+
+type statEntry struct {
+	f        *os.File // cpu.stat
+	buf      []byte
+	at       time.Time // when cpu.stat was last read
+	thr      time.Duration
+	nr       uint64
+	period   time.Duration
+	periodAt time.Time // when the limit was last read; zero: never
+	used     time.Time
+}
+
+// statIdle is how long an entry nobody asked for stays open.
+const statIdle = 10 * time.Second
+
+// stat returns the level's cumulative throttled time and throttled
+// periods, read at most once per maxAge for every sampler.
+func (c *statCache) stat(dir string, v2 bool, maxAge time.Duration) (time.Duration, uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	e := c.entry(dir, now)
+	if e.f != nil && now.Sub(e.at) < maxAge {
+		return e.thr, e.nr, nil
+	}
+	b, err := e.read(dir)
+	if err != nil {
+		c.drop(dir)
+		return 0, 0, err
+	}
+	thr, nr, err := parseCPUStat(b, v2)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", dir, err)
+	}
+	e.at, e.thr, e.nr = now, thr, nr
+	return thr, nr, nil
+}
+
+// period returns the level's CFS period (0: no limit), read at most once
+// per maxAge for every sampler.
+func (c *statCache) period(dir string, v2 bool, maxAge time.Duration) (time.Duration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	e := c.entry(dir, now)
+	if !e.periodAt.IsZero() && now.Sub(e.periodAt) < maxAge {
+		return e.period, nil
+	}
+	p, err := readPeriod(dir, v2)
+	if err != nil {
+		return 0, err
+	}
+	e.period, e.periodAt = p, now
+	return p, nil
+}
+
+func (c *statCache) entry(dir string, now time.Time) *statEntry {
+	if now.Sub(c.swept) > statIdle {
+		for d, e := range c.m {
+			if now.Sub(e.used) > statIdle {
+				c.drop(d)
+			}
+		}
+		c.swept = now
+	}
+	e, ok := c.m[dir]
+	if !ok {
+		e = &statEntry{}
+		c.m[dir] = e
+	}
+	e.used = now
+	return e
+}
+
+func (c *statCache) drop(dir string) {
+	if e, ok := c.m[dir]; ok {
+		if e.f != nil {
+			e.f.Close()
+		}
+		delete(c.m, dir)
+	}
+}
+
+// read reads the entry's cpu.stat whole.
+func (e *statEntry) read(dir string) ([]byte, error) {
+	if e.f == nil {
+		f, err := os.Open(filepath.Join(dir, "cpu.stat"))
 		if err != nil {
 			return nil, err
 		}
-		l.f = f
-		if l.buf == nil {
-			l.buf = make([]byte, 4096)
+		e.f = f
+		if e.buf == nil {
+			e.buf = make([]byte, 4096)
 		}
 	}
 	for {
-		n, err := l.f.ReadAt(l.buf, 0)
+		n, err := e.f.ReadAt(e.buf, 0)
 		if err != nil && !errors.Is(err, io.EOF) {
-			l.close()
 			return nil, err
 		}
-		if n < len(l.buf) {
-			return l.buf[:n], nil
+		if n < len(e.buf) {
+			return e.buf[:n], nil
 		}
-		l.buf = make([]byte, 2*len(l.buf)) // did not fit: read it whole
-	}
-}
-
-func (l *level) close() {
-	if l.f != nil {
-		l.f.Close()
-		l.f = nil
-	}
-}
-
-func closeLevels(levels []*level) {
-	for _, l := range levels {
-		l.close()
+		e.buf = make([]byte, 2*len(e.buf)) // did not fit: read it whole
 	}
 }
 
@@ -249,9 +327,9 @@ func cgroupCPUDir(root string, procCgroup []byte) (string, bool, error) {
 }
 
 // readPeriod returns the level's CFS period, 0 when it has no CPU limit.
-func (l *level) readPeriod() (time.Duration, error) {
-	if l.v2 {
-		b, err := os.ReadFile(filepath.Join(l.dir, "cpu.max"))
+func readPeriod(dir string, v2 bool) (time.Duration, error) {
+	if v2 {
+		b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
 		if errors.Is(err, os.ErrNotExist) {
 			return 0, nil // the root: never limited
 		}
@@ -264,24 +342,24 @@ func (l *level) readPeriod() (time.Duration, error) {
 		}
 		us, err := strconv.ParseUint(period, 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s/cpu.max: %w", l.dir, err)
+			return 0, fmt.Errorf("%s/cpu.max: %w", dir, err)
 		}
 		return time.Duration(us) * time.Microsecond, nil
 	}
-	q, err := os.ReadFile(filepath.Join(l.dir, "cpu.cfs_quota_us"))
+	q, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
 	if err != nil {
 		return 0, err
 	}
 	if strings.TrimSpace(string(q)) == "-1" {
 		return 0, nil
 	}
-	p, err := os.ReadFile(filepath.Join(l.dir, "cpu.cfs_period_us"))
+	p, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
 	if err != nil {
 		return 0, err
 	}
 	us, err := strconv.ParseUint(strings.TrimSpace(string(p)), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s/cpu.cfs_period_us: %w", l.dir, err)
+		return 0, fmt.Errorf("%s/cpu.cfs_period_us: %w", dir, err)
 	}
 	return time.Duration(us) * time.Microsecond, nil
 }
@@ -327,22 +405,16 @@ func (t *Throttle) sample(levels []*level, refreshPeriods bool) (time.Duration, 
 	var errs []error
 	for _, l := range levels {
 		if refreshPeriods || !l.ok {
-			p, err := l.readPeriod()
+			p, err := cgroupReads.period(l.dir, l.v2, time.Second)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			l.period = p
 		}
-		b, err := l.readStat()
+		thr, nr, err := cgroupReads.stat(l.dir, l.v2, t.cfg.Interval/2)
 		if err != nil {
 			errs = append(errs, err)
-			l.ok = false
-			continue
-		}
-		thr, nr, err := parseCPUStat(b, l.v2)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", l.dir, err))
 			l.ok = false
 			continue
 		}
@@ -362,9 +434,6 @@ func (t *Throttle) sample(levels []*level, refreshPeriods bool) (time.Duration, 
 
 func (t *Throttle) run(levels []*level) {
 	defer t.wg.Done()
-	defer func() { closeLevels(levels) }()
-	tick := time.NewTicker(t.cfg.Interval)
-	defer tick.Stop()
 	_, _, err := t.sample(levels, true)
 	if err != nil {
 		t.log.Warn("cgroup throttling: first sample", "pid", t.cfg.PID, "err", err)
@@ -372,6 +441,16 @@ func (t *Throttle) run(levels []*level) {
 	prev := monoNow()
 	lastSent := prev
 	t.send(event.Local{Start: prev, Mono: prev, PID: uint32(t.cfg.PID), Kind: event.LocalThrottled})
+	// Every sampler of the agent ticks at the same instants (multiples of
+	// the interval): their timers fire in one wakeup and share each
+	// level's read (cgroupReads), instead of one wakeup per process.
+	select {
+	case <-t.done:
+		return
+	case <-time.After(t.cfg.Interval - time.Duration(time.Now().UnixNano()%int64(t.cfg.Interval))):
+	}
+	tick := time.NewTicker(t.cfg.Interval)
+	defer tick.Stop()
 	n := 0
 	for {
 		select {
@@ -381,11 +460,10 @@ func (t *Throttle) run(levels []*level) {
 		}
 		n++
 		// Limits change rarely; a process may move between cgroups:
-		// look again every 10 samples.
-		refresh := n%10 == 0
+		// look again every 30 samples.
+		refresh := n%30 == 0
 		if refresh {
 			if l, err := t.resolve(); err == nil && (len(l) != len(levels) || l[0].dir != levels[0].dir) {
-				closeLevels(levels)
 				levels = l
 				t.sample(levels, true) // a new baseline
 				prev = monoNow()
