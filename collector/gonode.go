@@ -398,7 +398,6 @@ func attachSites(sites []site, attach func(site) (link.Link, error)) ([]link.Lin
 	return links, nil
 }
 
-
 // SetExeCold detaches (off) or reattaches (on) the shared cold probes of
 // one executable file, for the node agent's storm guard: their traps cost
 // every process running the file, so they come off together. The processes
