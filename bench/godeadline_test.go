@@ -3,18 +3,18 @@ package bench
 import (
 	"bufio"
 	"context"
-	"sort"
-
 	"fmt"
-	"github.com/timeout-tracer/tracer/internal/pipeline"
 	"io"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/correlate"
+	"github.com/timeout-tracer/tracer/internal/pipeline"
 	"github.com/timeout-tracer/tracer/internal/testprog"
 )
 
@@ -107,7 +107,7 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 	p.run(b, 300*time.Millisecond) // warm up: connections, caches
 	pid := p.cmd.Process.Pid
 	var offRPS, onRPS, offCPU, onCPU, offAgent, onAgent []float64
-	var hits, kernelHits, gcHits, reqsOn uint64
+	var hits, gcHits, reqsOn uint64
 	var byProbe hitCounts
 	mode := map[bool]string{false: "auto", true: "always"}[detail]
 	traced := func(runStats bool) (phase, map[string]collector.ProgramStat) {
@@ -118,7 +118,8 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 				b.Fatal(err)
 			}
 		}
-		pl, err := pipeline.Start(pipeline.Config{PID: pid, Detail: mode, Local: pipeline.LocalConfig{Mode: "auto"}}, pipeline.Sink{})
+		pl, err := pipeline.Start(pipeline.Config{PID: pid, Detail: mode, Local: pipeline.LocalConfig{Mode: "auto"}},
+			pipeline.Sink{Report: func(*correlate.Report) error { return nil }}) // with a report sink, as `tracer trace`: the correlator runs
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -127,14 +128,12 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 		go func() { ran <- pl.Run(ctx, nil) }()
 		time.Sleep(50 * time.Millisecond) // the detail switch and the readers settle
 		s0, _ := pl.Probes().Stats()
-		k0, _ := pl.TCP().Stats()
 		var g0 collector.SchedStats
 		if sc := pl.Sched(); sc != nil {
 			g0, _ = sc.Stats()
 		}
 		ph := p.phase(b, each)
 		s1, _ := pl.Probes().Stats()
-		k1, _ := pl.TCP().Stats()
 		if sc := pl.Sched(); sc != nil {
 			g1, _ := sc.Stats()
 			gcHits += g1.GCHits - g0.GCHits
@@ -149,7 +148,6 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 			b.Fatal(err)
 		}
 		pl.Close()
-		kernelHits += k1.OwnerHits - k0.OwnerHits
 		hits += s1.UprobeHits() - s0.UprobeHits()
 		byProbe.add(s0, s1)
 		reqsOn += uint64(ph.reqs)
@@ -182,7 +180,6 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 	fmt.Fprintf(os.Stderr, "  uprobe hits per request: %.3f (deadline probes); GC stop-the-world probes: %.4f per request (per GC cycle, not per request)\n",
 		perReq, float64(gcHits)/float64(reqsOn))
 	fmt.Fprintf(os.Stderr, "  kernel hook runs per request: %s\n", kernelRuns(ps, extra.reqs))
-	_ = kernelHits
 	if perReq > 0 {
 		fmt.Fprintf(os.Stderr, "  hits per request by probe: %s\n", byProbe.perRequest(reqsOn))
 		fmt.Fprintf(os.Stderr, "  => %.1f µs of CPU per uprobe hit\n", (median(onCPU)-median(offCPU))/1e3/perReq)

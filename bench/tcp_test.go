@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/timeout-tracer/tracer/gobin"
-
 	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/internal/netlab"
 	"github.com/timeout-tracer/tracer/internal/testprog"
 )

@@ -585,10 +585,11 @@ func goid() uint64 {
 	return id
 }
 
-// TestActivityNamesGoroutine: activity events name the socket's owner and,
-// for a registered Go process, the goroutine doing the I/O — read from the
-// g register of the syscall's user context, no uprobe.
-func TestActivityNamesGoroutine(t *testing.T) {
+// goroutineSampling starts the collector for this process, registered as a
+// Go process (activity names goroutines) with an hour-long interval, and
+// dials the lab's echo server: only takeovers and new directions emit.
+func goroutineSampling(t *testing.T) (*TCP, net.Conn, netip.AddrPort) {
+	t.Helper()
 	requireTracing(t)
 	self, err := gobin.Open("/proc/self/exe")
 	if err != nil {
@@ -609,6 +610,15 @@ func TestActivityNamesGoroutine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { conn.Close() })
+	return c, conn, srv
+}
+
+// TestActivityNamesGoroutine: activity events name the socket's owner and,
+// for a registered Go process, the goroutine doing the I/O — read from the
+// g register of the syscall's user context, no uprobe.
+func TestActivityNamesGoroutine(t *testing.T) {
+	c, conn, srv := goroutineSampling(t)
 	// Two goroutines in turn: each takeover is reported at once, even
 	// within the (hour-long) interval.
 	ids := make(chan uint64, 2)
@@ -655,27 +665,7 @@ func TestActivityNamesGoroutine(t *testing.T) {
 // socket remembers two goroutines, each reported once per direction per
 // interval, and a third goroutine is still reported at once.
 func TestActivityPairedGoroutines(t *testing.T) {
-	requireTracing(t)
-	self, err := gobin.Open("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer self.Close()
-	off, err := self.FieldOffset("runtime.g", "goid")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := netlab.NewPair(t)
-	srv := serve(t, p, p.ServerAddr, false)
-	c := startCollector(t, Config{PID: uint32(os.Getpid()), ActivityInterval: time.Hour})
-	if err := c.RegisterGoProcess(uint32(os.Getpid()), uint32(off)); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := p.Dial(context.Background(), "tcp", srv.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	c, conn, srv := goroutineSampling(t)
 	const trips = 200
 	ids := make(chan uint64, 3)
 	next := make(chan struct{})

@@ -532,7 +532,11 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				return err
 			}
 			busy = len(p.buf) > 0 || p.corr.Waiting() > 0 || len(p.missing) > 0
-			tick.Reset(map[bool]time.Duration{true: tickBusy, false: tickIdle}[busy])
+			if busy {
+				tick.Reset(tickBusy)
+			} else {
+				tick.Reset(tickIdle)
+			}
 		case <-exited:
 			return p.finish(tcpEvents, goEvents, bindings)
 		case <-ctx.Done():
