@@ -64,11 +64,12 @@ func checkRunqueue(raw bool) (string, error) {
 	if err := s.SetRunqueue(true); err != nil {
 		return "", err
 	}
-	// More spinning threads than CPUs: each waits for one. A second of it:
-	// with half a second the figure (a mean over the process's threads,
-	// idle ones included) came out 45–150 ms across runs, a few times
-	// just under the 50 ms this check asks for.
-	spin(runtime.NumCPU()+2, time.Second)
+	// Twice as many spinning threads as CPUs, and two more: each waits
+	// for one most of the time. For a second: with NumCPU+2 threads for
+	// half a second the figure (a mean over the process's threads, idle
+	// ones included) came out 45–150 ms across runs, a few times just
+	// under the 50 ms this check asks for.
+	spin(2*runtime.NumCPU()+2, time.Second)
 	time.Sleep(150 * time.Millisecond) // a read after the spin
 	var lost time.Duration
 	for drained := false; !drained; {
