@@ -391,6 +391,12 @@ func (a *Agent) consider(c candidate) {
 	if a.cfg.OnAttach != nil {
 		a.cfg.OnAttach(id, since)
 	}
+	// Its exit event may have been handled while it was being attached
+	// (the detach then found nothing traced): a process gone by now is
+	// detached here, else it would stay traced for good.
+	if !alive(a.cfg.ProcRoot, c.pid) || exiting(a.cfg.ProcRoot, c.pid) {
+		a.detach(c.pid, "exit")
+	}
 }
 
 func (a *Agent) skip(id Identity, reason string, err error) {
