@@ -143,6 +143,35 @@ struct {
 	__type(value, __u32);
 } go_pids_n SEC(".maps");
 
+/*
+ * Listening sockets' owners, by network namespace and port: an accepted
+ * socket is born in softirq, where no process is current, and its owner is
+ * the listener's. Recorded at listen() (process context) or adopted from
+ * /proc by userspace for listeners older than the collector; read when a
+ * passive open completes (SYN_RECV -> ESTABLISHED). With this the receive
+ * hook, which ran on every read, is not needed to attribute servers'
+ * sockets before they first answer. LRU: bounded, stale ports age out.
+ */
+struct tt_listen_key {
+	__u32 netns;
+	__u16 port;
+	__u16 _pad;
+};
+
+struct tt_owner {
+	__u64 cgroup_id;
+	__u32 tgid;
+	__u32 _pad;
+	__u8 comm[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct tt_listen_key);
+	__type(value, struct tt_owner);
+} listeners SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -167,6 +196,8 @@ const struct tt_tcp_event *unused_event __attribute__((unused));
 const enum tt_tcp_kind *unused_kind __attribute__((unused));
 const enum tt_stat *unused_stat __attribute__((unused));
 const struct tt_go_pid *unused_go_pid __attribute__((unused));
+const struct tt_listen_key *unused_listen_key __attribute__((unused));
+const struct tt_owner *unused_owner __attribute__((unused));
 
 static __always_inline void stat_inc(__u32 idx)
 {
@@ -538,6 +569,57 @@ static __always_inline int on_retransmit(unsigned long long *ctx, const struct s
 	return 0;
 }
 
+static __always_inline struct tt_listen_key listen_key(const struct sock *sk)
+{
+	struct tt_listen_key k = {};
+	k.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	k.port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	return k;
+}
+
+/* listen() ran (owner recorded by note_owner): remember the port's owner. */
+static __always_inline void remember_listener(const struct sock *sk, bool btf)
+{
+	struct tt_sock *s = sock_get(sk, btf, false);
+	if (!s || !s->tgid)
+		return;
+	struct tt_listen_key k = listen_key(sk);
+	struct tt_owner o = {};
+	o.cgroup_id = s->cgroup_id;
+	o.tgid = s->tgid;
+	__builtin_memcpy(o.comm, s->comm, sizeof(o.comm));
+	bpf_map_update_elem(&listeners, &k, &o, BPF_ANY);
+}
+
+/* A listener closed: forget its port, unless another process took it over. */
+static __always_inline void forget_listener(const struct sock *sk, bool btf)
+{
+	struct tt_sock *s = sock_get(sk, btf, false);
+	if (!s)
+		return;
+	struct tt_listen_key k = listen_key(sk);
+	const struct tt_owner *o = bpf_map_lookup_elem(&listeners, &k);
+	if (o && o->tgid == s->tgid)
+		bpf_map_delete_elem(&listeners, &k);
+}
+
+/* A passive open completed: the accepted socket's owner is its listener's. */
+static __always_inline void inherit_owner(const struct sock *sk, bool btf)
+{
+	struct tt_listen_key k = listen_key(sk);
+	const struct tt_owner *o = bpf_map_lookup_elem(&listeners, &k);
+	if (!o || (target_tgid && o->tgid != target_tgid))
+		return;
+	struct tt_sock *s = sock_get(sk, btf, true);
+	if (!s || s->tgid)
+		return;
+	s->tgid = o->tgid;
+	s->cgroup_id = o->cgroup_id;
+	s->netns = k.netns;
+	s->sport = k.port;
+	__builtin_memcpy(s->comm, o->comm, sizeof(s->comm));
+}
+
 static __always_inline int on_state(const struct sock *sk, int old, int new, bool btf)
 {
 	if (!sk || !is_tcp(sk))
@@ -545,6 +627,12 @@ static __always_inline int on_state(const struct sock *sk, int old, int new, boo
 	/* connect() and listen() run in the owner's context. */
 	if ((old == TT_TCP_CLOSE && new == TT_TCP_SYN_SENT) || new == TT_TCP_LISTEN)
 		note_owner(sk, btf, 0);
+	if (new == TT_TCP_LISTEN)
+		remember_listener(sk, btf);
+	else if (old == TT_TCP_LISTEN)
+		forget_listener(sk, btf);
+	else if (old == TT_TCP_SYN_RECV && new == TT_TCP_ESTABLISHED)
+		inherit_owner(sk, btf);
 
 	__u8 kind = 0;
 	int err = 0;

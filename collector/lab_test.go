@@ -523,15 +523,38 @@ func waitAcked(t *testing.T, conn net.Conn) *unix.TCPInfo {
 	}
 }
 
-// TestMPTCPSubflowOwner: Go listeners use Multipath TCP by default (Go
-// 1.24+). When the client speaks MPTCP too, the server process reads from
-// the MPTCP socket while the kernel's TCP events happen on its subflow,
-// which no process-context hook ever sees. A reset the server's subflow
-// receives must still name the server process.
-func TestMPTCPSubflowOwner(t *testing.T) {
+// TestAcceptedOwner: a server that only reads (tcpsink) never sends, so
+// no send hook names it, and the receive hook is attached only with
+// goroutine binding. Its accepted sockets get their owner from their
+// listener: recorded by the kernel side at listen() when the collector was
+// first, adopted from the process (AdoptListeners) when the listener was.
+// A reset the server's socket receives must name the server process.
+//
+// With MPTCP (Go listeners use Multipath TCP by default since Go 1.24;
+// when the client speaks MPTCP too) the server reads from the MPTCP socket
+// while the kernel's TCP events happen on its subflow, which no
+// process-context hook ever sees; the subflow's listener carries the port.
+func TestAcceptedOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		mptcp, early bool
+	}{
+		{"tcp/listener after collector", false, false},
+		{"tcp/listener before collector", false, true},
+		{"mptcp/listener after collector", true, false},
+		{"mptcp/listener before collector", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { acceptedOwner(t, tc.mptcp, tc.early) })
+	}
+}
+
+func acceptedOwner(t *testing.T, mptcp, early bool) {
 	requireTracing(t)
 	p := netlab.NewPair(t)
-	c := startCollector(t, Config{})
+	var c *TCP
+	if !early {
+		c = startCollector(t, Config{})
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv := netip.AddrPortFrom(p.ServerAddr, labPort)
@@ -545,10 +568,21 @@ func TestMPTCPSubflowOwner(t *testing.T) {
 	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
 		t.Fatalf("tcpsink did not start: %v", err)
 	}
+	if early {
+		// Traced as `tracer trace --pid` traces it: only its sockets.
+		c = startCollector(t, Config{PID: uint32(sink.Process.Pid)})
+		n, err := c.AdoptListeners(uint32(sink.Process.Pid), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("adopted %d listeners of tcpsink, want 1", n)
+		}
+	}
 	var conn net.Conn
 	err := p.InClient(func() error {
 		var d net.Dialer
-		d.SetMultipathTCP(true)
+		d.SetMultipathTCP(mptcp)
 		var err error
 		conn, err = d.DialContext(ctx, "tcp", srv.String())
 		return err
@@ -556,7 +590,7 @@ func TestMPTCPSubflowOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mp, err := conn.(*net.TCPConn).MultipathTCP(); err != nil || !mp {
+	if mp, err := conn.(*net.TCPConn).MultipathTCP(); mptcp && (err != nil || !mp) {
 		t.Skipf("kernel did not negotiate MPTCP (%v, %v): nothing to prove here", mp, err)
 	}
 	if _, err := conn.Write([]byte("hello")); err != nil {
@@ -731,5 +765,82 @@ func TestActivityPairedGoroutines(t *testing.T) {
 	// goroutine (connect is not a send); allow one more for slack.
 	if n := byG[reader] + byG[writer]; n > 3 {
 		t.Errorf("%d activity events for %d round trips of a reader/writer pair, want <= 3 (one per goroutine and direction): %v", n, trips, byG)
+	}
+}
+
+// TestReceiveHookOnDemand: where the send hook records owners, the receive
+// hook (which ran on every read of every socket of the node) is attached
+// only while some process's goroutines are bound (RegisterGoProcess: its
+// detail tier is on), and detached again after.
+func TestReceiveHookOnDemand(t *testing.T) {
+	requireTracing(t)
+	self, err := gobin.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := self.FieldOffset("runtime.g", "goid")
+	self.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	c := startCollector(t, Config{PID: uint32(os.Getpid()), ActivityInterval: time.Hour})
+	send, onDemand := false, ""
+	for _, h := range c.Hooks() {
+		switch h.Tracepoint {
+		case "sock_send_length":
+			send = h.Type != ""
+		case "sock_recv_length":
+			onDemand = h.OnDemand
+		}
+	}
+	if !send {
+		if onDemand != "" {
+			t.Fatalf("no send hook, yet the receive hook is on demand (%s): accepted sockets would have no owner", onDemand)
+		}
+		t.Skip("sock_send_length is not attached on this kernel: the receive hook stays attached")
+	}
+	if onDemand == "" {
+		t.Fatal("sock_recv_length is not marked on demand")
+	}
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const trips = 50
+	// Hook runs (sends and successful receives of this process: the
+	// client's, and the echo server's) over trips round trips.
+	runs := func() uint64 {
+		s0, err := c.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < trips; i++ {
+			roundTrip(t, conn)
+		}
+		s1, err := c.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s1.OwnerHits - s0.OwnerHits
+	}
+	cold := runs()
+	if cold < trips {
+		t.Fatalf("%d hook runs for %d round trips without goroutine binding: the client's sends alone are %d", cold, trips, trips)
+	}
+	if err := c.RegisterGoProcess(uint32(os.Getpid()), uint32(off)); err != nil {
+		t.Fatal(err)
+	}
+	bound := runs()
+	if bound < cold+trips*9/10 {
+		t.Errorf("with goroutine binding %d hook runs against %d without, for %d round trips: the client's receives are not hooked", bound, cold, trips)
+	}
+	if err := c.UnregisterGoProcess(uint32(os.Getpid())); err != nil {
+		t.Fatal(err)
+	}
+	if again := runs(); again > cold+trips/10 {
+		t.Errorf("after the binding ended %d hook runs against %d before it: the receive hook is still attached", again, cold)
 	}
 }

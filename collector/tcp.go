@@ -38,6 +38,15 @@ type Config struct {
 	ActivityInterval time.Duration
 	// ForceRawTP uses raw_tp programs even where tp_btf works (tests, kernel matrix).
 	ForceRawTP bool
+	// ReceiveAlways keeps the receive hook (sock_recv_length) attached for
+	// the collector's whole life. By default, where the send hook
+	// (sock_send_length) records owners, the receive hook is attached only
+	// while some process is registered with RegisterGoProcess (its detail
+	// tier is on): it ran 4 times per HTTP request (2 of them failed reads)
+	// for what the send hook mostly records anyway. Without it, a socket
+	// is attributed on its first send, so a receive-only socket (or an
+	// accepted one before its first answer) stays unowned until then.
+	ReceiveAlways bool
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 	// tap, if set, sees every raw sample before it is decoded (tests
@@ -54,6 +63,10 @@ type HookStatus struct {
 	Err        error // why it is not attached; nil when attached or not needed
 	Fallback   error // why tp_btf was not used when raw_tp was
 	Skipped    string
+	// OnDemand, when set, says when the hook is attached: it loaded and
+	// attached at start (so it works on this kernel) and was detached
+	// until then.
+	OnDemand string
 }
 
 // Stats are the collector's counters, summed over CPUs.
@@ -84,9 +97,14 @@ type TCP struct {
 	decodeErrors uint64
 	goMu         sync.Mutex
 	goPids       map[uint32]bool // registered in go_pids
-	mu           sync.Mutex
-	closeOnce    sync.Once
-	closeErr     error
+	// The receive hook when it is attached on demand (see
+	// Config.ReceiveAlways): recvAt indexes progs/tps/links, links[recvAt]
+	// is nil while detached. -1: always attached, or absent.
+	recvAt    int
+	recvTyped bool
+	mu        sync.Mutex
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // ErrRequiredHook is wrapped when a hook the collector cannot work without
@@ -116,6 +134,7 @@ func StartTCP(cfg Config) (_ *TCP, err error) {
 	}
 
 	c := &TCP{
+		recvAt: -1,
 		log:    cfg.Logger,
 		clk:    clock{wallMinusMono: monoOffset(), hz: hz},
 		maps:   map[string]*ebpf.Map{},
@@ -136,7 +155,7 @@ func StartTCP(cfg Config) (_ *TCP, err error) {
 	if err := configure(spec, cfg); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats, tcpMapOwnerSeen, tcpMapGoPids, tcpMapGoPidsN} {
+	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats, tcpMapOwnerSeen, tcpMapGoPids, tcpMapGoPidsN, tcpMapListeners} {
 		m, err := ebpf.NewMap(spec.Maps[name])
 		if err != nil {
 			return nil, fmt.Errorf("create map %s: %w", name, explain(err))
@@ -145,6 +164,11 @@ func StartTCP(cfg Config) (_ *TCP, err error) {
 	}
 	if err := c.attachAll(spec, cfg.ForceRawTP); err != nil {
 		return nil, err
+	}
+	if !cfg.ReceiveAlways {
+		if err := c.receiveOnDemand(); err != nil {
+			return nil, err
+		}
 	}
 	c.reader, err = newRing(c.maps[tcpMapEvents])
 	if err != nil {
@@ -276,20 +300,29 @@ func (c *TCP) attachOne(spec *ebpf.CollectionSpec, progName, tracepoint string, 
 	if prog == nil {
 		return fmt.Errorf("load %s: program missing from collection", progName)
 	}
+	l, err := attachProg(prog, tracepoint, typed)
+	if err != nil {
+		prog.Close()
+		return fmt.Errorf("attach %s: %w", progName, err)
+	}
+	c.progs = append(c.progs, prog)
+	c.tps = append(c.tps, tracepoint)
+	c.links = append(c.links, l)
+	return nil
+}
+
+func attachProg(prog *ebpf.Program, tracepoint string, typed bool) (link.Link, error) {
 	var l link.Link
+	var err error
 	if typed {
 		l, err = link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 	} else {
 		l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoint, Program: prog})
 	}
 	if err != nil {
-		prog.Close()
-		return fmt.Errorf("attach %s: %w", progName, explain(err))
+		return nil, explain(err)
 	}
-	c.progs = append(c.progs, prog)
-	c.tps = append(c.tps, tracepoint)
-	c.links = append(c.links, l)
-	return nil
+	return l, nil
 }
 
 // explain shortens verifier errors to their last lines and names the usual
@@ -376,9 +409,13 @@ func (c *TCP) Close() error {
 		} else {
 			close(c.events)
 		}
+		c.goMu.Lock()
 		for _, l := range c.links {
-			errs = append(errs, l.Close())
+			if l != nil {
+				errs = append(errs, l.Close())
+			}
 		}
+		c.goMu.Unlock()
 		for _, p := range c.progs {
 			errs = append(errs, p.Close())
 		}
@@ -445,10 +482,67 @@ func (c *TCP) UnregisterGoProcess(pid uint32) error {
 	return c.storeGoCount()
 }
 
-// storeGoCount tells the hot path whether go_pids is worth a lookup.
+// storeGoCount tells the hot path whether go_pids is worth a lookup, and
+// attaches the on-demand receive hook while go_pids is not empty (detaches
+// it when it is). Called with goMu held.
 func (c *TCP) storeGoCount() error {
 	if err := c.maps[tcpMapGoPidsN].Put(uint32(0), uint32(len(c.goPids))); err != nil {
 		return fmt.Errorf("count Go processes: %w", err)
+	}
+	if c.recvAt < 0 {
+		return nil
+	}
+	want := len(c.goPids) > 0
+	l := c.links[c.recvAt]
+	switch {
+	case want && l == nil:
+		l, err := attachProg(c.progs[c.recvAt], c.tps[c.recvAt], c.recvTyped)
+		if err != nil {
+			return fmt.Errorf("attach the receive hook for goroutine binding: %w", err)
+		}
+		c.links[c.recvAt] = l
+	case !want && l != nil:
+		c.links[c.recvAt] = nil
+		if err := l.Close(); err != nil {
+			return fmt.Errorf("detach the receive hook: %w", err)
+		}
+	}
+	return nil
+}
+
+// receiveOnDemand detaches sock_recv_length when sock_send_length records
+// owners (see Config.ReceiveAlways); storeGoCount attaches it again while
+// a process's goroutines are bound. Where the send hook is missing (before
+// 6.3) the receive hook (or tcp_rcv_space_adjust) is the only one that
+// sees accepted sockets' owners: it stays.
+func (c *TCP) receiveOnDemand() error {
+	send, recv := false, -1
+	for _, h := range c.hooks {
+		if h.Tracepoint == "sock_send_length" && h.Type != "" {
+			send = true
+		}
+	}
+	for i, tp := range c.tps {
+		if tp == "sock_recv_length" {
+			recv = i
+		}
+	}
+	if !send || recv < 0 {
+		return nil
+	}
+	for i := range c.hooks {
+		if c.hooks[i].Tracepoint == "sock_recv_length" {
+			c.recvTyped = c.hooks[i].Type == "tp_btf"
+			c.hooks[i].OnDemand = "while goroutine binding is on (a process's detail tier); owners are recorded on send"
+		}
+	}
+	c.goMu.Lock()
+	defer c.goMu.Unlock()
+	c.recvAt = recv
+	l := c.links[recv]
+	c.links[recv] = nil
+	if err := l.Close(); err != nil {
+		return fmt.Errorf("detach the receive hook: %w", err)
 	}
 	return nil
 }

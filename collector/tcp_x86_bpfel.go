@@ -19,6 +19,21 @@ type tcpTtGoPid struct {
 	Pad     uint32
 }
 
+type tcpTtListenKey struct {
+	_     structs.HostLayout
+	Netns uint32
+	Port  uint16
+	Pad   uint16
+}
+
+type tcpTtOwner struct {
+	_        structs.HostLayout
+	CgroupId uint64
+	Tgid     uint32
+	Pad      uint32
+	Comm     [16]uint8
+}
+
 type tcpTtOwnerSeen struct {
 	_     structs.HostLayout
 	Tgid  uint32
@@ -125,6 +140,7 @@ const (
 	tcpMapEvents                  = "events"
 	tcpMapGoPids                  = "go_pids"
 	tcpMapGoPidsN                 = "go_pids_n"
+	tcpMapListeners               = "listeners"
 	tcpMapOwnerSeen               = "owner_seen"
 	tcpMapSocks                   = "socks"
 	tcpMapStats                   = "stats"
@@ -160,6 +176,8 @@ const (
 	tcpVarUnusedEvent             = "unused_event"
 	tcpVarUnusedGoPid             = "unused_go_pid"
 	tcpVarUnusedKind              = "unused_kind"
+	tcpVarUnusedListenKey         = "unused_listen_key"
+	tcpVarUnusedOwner             = "unused_owner"
 	tcpVarUnusedStat              = "unused_stat"
 	tcpVarWakeupBytes             = "wakeup_bytes"
 )
@@ -237,6 +255,7 @@ type tcpMapSpecs struct {
 	Events    *ebpf.MapSpec `ebpf:"events"`
 	GoPids    *ebpf.MapSpec `ebpf:"go_pids"`
 	GoPidsN   *ebpf.MapSpec `ebpf:"go_pids_n"`
+	Listeners *ebpf.MapSpec `ebpf:"listeners"`
 	OwnerSeen *ebpf.MapSpec `ebpf:"owner_seen"`
 	Socks     *ebpf.MapSpec `ebpf:"socks"`
 	Stats     *ebpf.MapSpec `ebpf:"stats"`
@@ -256,6 +275,8 @@ type tcpVariableSpecs struct {
 	UnusedEvent        *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedGoPid        *ebpf.VariableSpec `ebpf:"unused_go_pid"`
 	UnusedKind         *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedListenKey    *ebpf.VariableSpec `ebpf:"unused_listen_key"`
+	UnusedOwner        *ebpf.VariableSpec `ebpf:"unused_owner"`
 	UnusedStat         *ebpf.VariableSpec `ebpf:"unused_stat"`
 	WakeupBytes        *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
@@ -283,6 +304,7 @@ type tcpMaps struct {
 	Events    *ebpf.Map `ebpf:"events"`
 	GoPids    *ebpf.Map `ebpf:"go_pids"`
 	GoPidsN   *ebpf.Map `ebpf:"go_pids_n"`
+	Listeners *ebpf.Map `ebpf:"listeners"`
 	OwnerSeen *ebpf.Map `ebpf:"owner_seen"`
 	Socks     *ebpf.Map `ebpf:"socks"`
 	Stats     *ebpf.Map `ebpf:"stats"`
@@ -293,6 +315,7 @@ func (m *tcpMaps) Close() error {
 		m.Events,
 		m.GoPids,
 		m.GoPidsN,
+		m.Listeners,
 		m.OwnerSeen,
 		m.Socks,
 		m.Stats,
@@ -313,6 +336,8 @@ type tcpVariables struct {
 	UnusedEvent        *ebpf.Variable `ebpf:"unused_event"`
 	UnusedGoPid        *ebpf.Variable `ebpf:"unused_go_pid"`
 	UnusedKind         *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedListenKey    *ebpf.Variable `ebpf:"unused_listen_key"`
+	UnusedOwner        *ebpf.Variable `ebpf:"unused_owner"`
 	UnusedStat         *ebpf.Variable `ebpf:"unused_stat"`
 	WakeupBytes        *ebpf.Variable `ebpf:"wakeup_bytes"`
 }

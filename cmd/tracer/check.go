@@ -40,6 +40,8 @@ works.`,
 				for _, h := range r.Hooks {
 					how, note := h.Type, h.Purpose
 					switch {
+					case how != "" && h.OnDemand != "":
+						note += " (attached " + h.OnDemand + ")"
 					case how != "":
 					case h.Skipped != "":
 						how, note = "skipped", h.Skipped

@@ -337,6 +337,14 @@ func (p *Pipeline) track(g *collector.GoProbes) error {
 	if off, err := g.Binary().FieldOffset("runtime.g", "goid"); err == nil {
 		ps.goidOff = int64(off)
 	}
+	// Connections its listeners accept are attributed to the process from
+	// their handshake (the kernel side records listeners at listen(); these
+	// predate the collector).
+	if n, err := p.tcp.AdoptListeners(pid, p.cfg.Local.CgroupRoot); err != nil {
+		p.log.Warn("listening sockets not adopted: connections they accept are attributed at their first send", "pid", pid, "err", err)
+	} else if n > 0 {
+		p.log.Debug("listening sockets adopted", "pid", pid, "listeners", n)
+	}
 	if p.cfg.Audit {
 		if err := g.SetAudit(true); err != nil {
 			if !p.node {
