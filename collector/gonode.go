@@ -633,7 +633,7 @@ func (n *GoNode) readBindings(poll time.Duration) {
 // also lets go of the binaries of processes removed a while ago.
 func (n *GoNode) sweep() {
 	defer n.wg.Done()
-	t := time.NewTicker(2 * time.Second)
+	t := NewTicker(2 * time.Second)
 	defer t.Stop()
 	m := n.coll.Maps["deadlines"]
 	for {
@@ -641,6 +641,7 @@ func (n *GoNode) sweep() {
 		case <-n.done:
 			return
 		case <-t.C:
+			t.Next()
 		}
 		cutoff := time.Now().Add(-5 * time.Second)
 		var key godeadlinePidPtr

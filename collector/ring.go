@@ -82,7 +82,7 @@ func (r *ring) wait(d time.Duration) bool {
 	if r.ready() {
 		return !r.isClosed()
 	}
-	r.f.SetReadDeadline(time.Now().Add(d))
+	r.f.SetReadDeadline(NextTick(d)) // with the tracer's other timers (tick.go)
 	err := r.rc.Read(func(uintptr) bool { return r.ready() })
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		return false
@@ -113,7 +113,7 @@ func readRing(rd *ring, poll time.Duration, log *slog.Logger, handle func(raw []
 			}
 			rd.SetDeadline(time.Now()) // drain what is there, without blocking
 		} else {
-			rd.SetDeadline(time.Now().Add(poll))
+			rd.SetDeadline(NextTick(poll))
 		}
 		for {
 			err := rd.ReadInto(&rec)

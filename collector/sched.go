@@ -377,13 +377,14 @@ func (s *Sched) readGC() {
 // attached.
 func (s *Sched) poll() {
 	defer s.wg.Done()
-	tick := time.NewTicker(s.cfg.Interval)
+	tick := NewTicker(s.cfg.Interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-tick.C:
+			tick.Next()
 		}
 		for _, ev := range s.readSums() {
 			if !s.send(ev) {

@@ -442,14 +442,10 @@ func (t *Throttle) run(levels []*level) {
 	lastSent := prev
 	t.send(event.Local{Start: prev, Mono: prev, PID: uint32(t.cfg.PID), Kind: event.LocalThrottled})
 	// Every sampler of the agent ticks at the same instants (multiples of
-	// the interval): their timers fire in one wakeup and share each
-	// level's read (cgroupReads), instead of one wakeup per process.
-	select {
-	case <-t.done:
-		return
-	case <-time.After(t.cfg.Interval - time.Duration(time.Now().UnixNano()%int64(t.cfg.Interval))):
-	}
-	tick := time.NewTicker(t.cfg.Interval)
+	// the interval, see tick.go): their timers fire in one wakeup and
+	// share each level's read (cgroupReads), instead of one wakeup per
+	// process.
+	tick := NewTicker(t.cfg.Interval)
 	defer tick.Stop()
 	n := 0
 	for {
@@ -457,6 +453,7 @@ func (t *Throttle) run(levels []*level) {
 		case <-t.done:
 			return
 		case <-tick.C:
+			tick.Next()
 		}
 		n++
 		// Limits change rarely; a process may move between cgroups:

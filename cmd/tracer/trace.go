@@ -152,11 +152,12 @@ func watchLosses(stderr io.Writer, g *collector.GoProbes, t *collector.TCP) (sto
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		tick := time.NewTicker(time.Second)
+		tick := collector.NewTicker(time.Second)
 		defer tick.Stop()
 		for {
 			select {
 			case <-tick.C:
+				tick.Next()
 				check()
 			case <-done:
 				return

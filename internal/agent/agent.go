@@ -176,9 +176,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.attachLoop(ctx)
 	}()
 	a.scan()
-	tick := time.NewTicker(a.cfg.Rescan)
+	// On the instants of the collectors' timers (collector.NewTicker).
+	tick := collector.NewTicker(a.cfg.Rescan)
 	defer tick.Stop()
-	lostCheck := time.NewTicker(time.Second)
+	lostCheck := collector.NewTicker(time.Second)
 	defer lostCheck.Stop()
 	events := a.procs.Events()
 	var err error
@@ -199,8 +200,10 @@ loop:
 			}
 			a.onProc(ev)
 		case <-tick.C:
+			tick.Next()
 			a.scan()
 		case <-lostCheck.C:
+			lostCheck.Next()
 			if n := a.procs.Lost(); n != a.lastLost {
 				a.log.Warn("process exec/exit events lost: rescanning /proc", "lost_total", n)
 				a.lastLost = n

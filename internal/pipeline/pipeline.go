@@ -444,7 +444,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	// something is buffered or waiting, every 250 ms when idle (an idle
 	// agent's every wakeup is CPU the node pays for nothing).
 	const tickBusy, tickIdle = 50 * time.Millisecond, 250 * time.Millisecond
-	tick := time.NewTimer(tickBusy)
+	tick := collector.NewTicker(tickBusy) // on the instants of the collectors' timers
 	defer tick.Stop()
 	busy := true
 	wake := func() {

@@ -48,6 +48,8 @@ func checkAttach(out *reporter, name string, forceRaw bool) *collector.TCP {
 		case h.Fallback != nil:
 			detail = "tp_btf: " + short(h.Fallback)
 			fellBack = append(fellBack, h.Tracepoint)
+		case h.OnDemand != "":
+			detail = "attached " + h.OnDemand
 		}
 		if forceRaw && h.Type == "tp_btf" {
 			errs = append(errs, fmt.Errorf("%s attached as tp_btf although raw_tp was forced", h.Tracepoint))
