@@ -96,8 +96,9 @@ struct tt_act_slot {
 	__u64 goid;    /* a goroutine that did I/O on the socket */
 	__u64 g;       /* its runtime.g pointer when last seen */
 	__u64 last_ns; /* when its last activity event was emitted; 0: empty */
-	__u8 dirs;     /* TT_DIR_* already reported since last_ns */
-	__u8 _pad[7];
+	__u32 epoch;   /* the activity epoch of that event */
+	__u8 dirs;     /* TT_DIR_* already reported in that epoch */
+	__u8 _pad[3];
 };
 
 struct tt_owner_seen {
@@ -171,6 +172,20 @@ struct {
 	__type(key, struct tt_listen_key);
 	__type(value, struct tt_owner);
 } listeners SEC(".maps");
+
+/*
+ * The activity epoch, advanced by userspace every activity interval: a
+ * socket's goroutine is sampled once per epoch and direction. The hot path
+ * compares epochs (an inlined array load) instead of reading the clock:
+ * the helper call, and its return through this machine's return-thunk
+ * mitigation, was a sixth of the send hook.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} act_epoch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -265,10 +280,11 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 	 * goroutine id from user memory. Goroutines are compared by id, not by
 	 * g pointer: an exited goroutine's g struct is reused for a new one,
 	 * which is exactly a takeover to report (a test covers it). */
-	__u64 now = bpf_ktime_get_ns();
 	__u64 goid = 0, g = 0;
 	const struct tt_go_pid *gp = NULL;
 	__u32 zero = 0;
+	const __u64 *ep = bpf_map_lookup_elem(&act_epoch, &zero);
+	__u32 epoch = ep ? (__u32)*ep : 0;
 	const __u32 *n = bpf_map_lookup_elem(&go_pids_n, &zero);
 	if (n && *n)
 		gp = bpf_map_lookup_elem(&go_pids, &tgid);
@@ -289,8 +305,7 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 		if (dir == TT_DIR_RECV && g) {
 			for (int i = 0; i < 2; i++) {
 				const struct tt_act_slot *o = &seen->slot[i];
-				if (o->last_ns && o->g == g && (o->dirs & TT_DIR_RECV) &&
-				    now - o->last_ns < activity_interval_ns)
+				if (o->last_ns && o->g == g && (o->dirs & TT_DIR_RECV) && o->epoch == epoch)
 					return;
 			}
 		}
@@ -298,10 +313,10 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 			bpf_probe_read_user(&goid, sizeof(goid), (const void *)(g + gp->goid_off));
 	}
 	/* Emit when a goroutine not in the two slots shows up (a takeover:
-	 * it replaces the slot used longest ago), when a slot's interval is
+	 * it replaces the slot used longest ago), when a slot's epoch is
 	 * over, or when it does I/O in a direction not reported yet in the
-	 * interval (at most one send and one receive sample per goroutine
-	 * per interval). */
+	 * epoch (at most one send and one receive sample per goroutine per
+	 * epoch). */
 	struct tt_act_slot *sl;
 	if (seen->slot[0].last_ns && seen->slot[0].goid == goid)
 		sl = &seen->slot[0];
@@ -309,7 +324,7 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 		sl = &seen->slot[1];
 	else
 		sl = NULL;
-	if (sl && now - sl->last_ns < activity_interval_ns) {
+	if (sl && sl->epoch == epoch) {
 		if (sl->dirs & dir)
 			return;
 		sl->dirs |= dir;
@@ -317,9 +332,11 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 		if (!sl)
 			sl = seen->slot[0].last_ns <= seen->slot[1].last_ns ? &seen->slot[0] : &seen->slot[1];
 		sl->goid = goid;
-		sl->last_ns = now;
+		sl->epoch = epoch;
 		sl->dirs = dir;
 	}
+	__u64 now = bpf_ktime_get_ns();
+	sl->last_ns = now;
 	sl->g = g;
 	struct tt_sock *s = sock_get(sk, true, false);
 	if (!s)

@@ -844,3 +844,34 @@ func TestReceiveHookOnDemand(t *testing.T) {
 		t.Errorf("after the binding ended %d hook runs against %d before it: the receive hook is still attached", again, cold)
 	}
 }
+
+// TestActivityEpochs: a socket in continuous use is sampled again in each
+// activity epoch (userspace advances it every interval), not once for
+// good, and not on every send.
+func TestActivityEpochs(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	srv := serve(t, p, p.ServerAddr, false)
+	const interval = 200 * time.Millisecond
+	c := startCollector(t, Config{PID: uint32(os.Getpid()), ActivityInterval: interval})
+	conn, err := p.Dial(context.Background(), "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	trips := 0
+	for time.Since(start) < 6*interval {
+		roundTrip(t, conn)
+		trips++
+		time.Sleep(5 * time.Millisecond)
+	}
+	epochs := float64(time.Since(start)) / float64(interval)
+	evs := collect(t, c, addrPort(t, conn.LocalAddr()), srv, 500*time.Millisecond, nil)
+	n := count(evs, event.TCPActivity)
+	// One send sample per epoch (the receive hook is off: no goroutine
+	// binding); a slow machine may delay an epoch's advance.
+	if n < 3 || float64(n) > epochs+2 {
+		t.Errorf("%d activity events for %d round trips over %.1f epochs of %v: want about one per epoch", n, trips, epochs, interval)
+	}
+}

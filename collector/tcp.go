@@ -155,7 +155,7 @@ func StartTCP(cfg Config) (_ *TCP, err error) {
 	if err := configure(spec, cfg); err != nil {
 		return nil, err
 	}
-	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats, tcpMapOwnerSeen, tcpMapGoPids, tcpMapGoPidsN, tcpMapListeners} {
+	for _, name := range []string{tcpMapEvents, tcpMapSocks, tcpMapStats, tcpMapOwnerSeen, tcpMapGoPids, tcpMapGoPidsN, tcpMapListeners, tcpMapActEpoch} {
 		m, err := ebpf.NewMap(spec.Maps[name])
 		if err != nil {
 			return nil, fmt.Errorf("create map %s: %w", name, explain(err))
@@ -176,6 +176,13 @@ func StartTCP(cfg Config) (_ *TCP, err error) {
 	}
 	c.wg.Add(1)
 	go c.read(cfg.PollInterval)
+	if cfg.ActivityInterval > 0 {
+		if err := c.maps[tcpMapActEpoch].Put(uint32(0), uint64(1)); err != nil {
+			return nil, fmt.Errorf("start the activity epoch: %w", err)
+		}
+		c.wg.Add(1)
+		go c.epochs(cfg.ActivityInterval)
+	}
 	return c, nil
 }
 
@@ -480,6 +487,26 @@ func (c *TCP) UnregisterGoProcess(pid uint32) error {
 	}
 	delete(c.goPids, pid)
 	return c.storeGoCount()
+}
+
+// epochs advances the activity epoch every interval (on the tracer's
+// common timer instants): the kernel samples each socket's goroutines once
+// per epoch and direction, without reading the clock on every send.
+func (c *TCP) epochs(interval time.Duration) {
+	defer c.wg.Done()
+	t := NewTicker(interval)
+	defer t.Stop()
+	for epoch := uint64(2); ; epoch++ {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+			t.Next()
+		}
+		if err := c.maps[tcpMapActEpoch].Put(uint32(0), epoch); err != nil {
+			c.log.Warn("activity epoch not advanced: each socket's activity is sampled once until it is", "err", err)
+		}
+	}
 }
 
 // storeGoCount tells the hot path whether go_pids is worth a lookup, and

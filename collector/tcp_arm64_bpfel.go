@@ -44,8 +44,9 @@ type tcpTtOwnerSeen struct {
 		Goid   uint64
 		G      uint64
 		LastNs uint64
+		Epoch  uint32
 		Dirs   uint8
-		Pad    [7]uint8
+		Pad    [3]uint8
 	}
 }
 
@@ -137,6 +138,7 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	tcpMapActEpoch                = "act_epoch"
 	tcpMapEvents                  = "events"
 	tcpMapGoPids                  = "go_pids"
 	tcpMapGoPidsN                 = "go_pids_n"
@@ -252,6 +254,7 @@ type tcpProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcpMapSpecs struct {
+	ActEpoch  *ebpf.MapSpec `ebpf:"act_epoch"`
 	Events    *ebpf.MapSpec `ebpf:"events"`
 	GoPids    *ebpf.MapSpec `ebpf:"go_pids"`
 	GoPidsN   *ebpf.MapSpec `ebpf:"go_pids_n"`
@@ -301,6 +304,7 @@ func (o *tcpObjects) Close() error {
 //
 // It can be passed to loadTcpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcpMaps struct {
+	ActEpoch  *ebpf.Map `ebpf:"act_epoch"`
 	Events    *ebpf.Map `ebpf:"events"`
 	GoPids    *ebpf.Map `ebpf:"go_pids"`
 	GoPidsN   *ebpf.Map `ebpf:"go_pids_n"`
@@ -312,6 +316,7 @@ type tcpMaps struct {
 
 func (m *tcpMaps) Close() error {
 	return _TcpClose(
+		m.ActEpoch,
 		m.Events,
 		m.GoPids,
 		m.GoPidsN,
