@@ -180,6 +180,20 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 	fmt.Fprintf(os.Stderr, "  uprobe hits per request: %.3f (deadline probes); GC stop-the-world probes: %.4f per request (per GC cycle, not per request)\n",
 		perReq, float64(gcHits)/float64(reqsOn))
 	fmt.Fprintf(os.Stderr, "  kernel hook runs per request: %s\n", kernelRuns(ps, extra.reqs))
+	if perReq == 0 {
+		// What does not depend on the machine's noise: the kernel
+		// programs' own time (run statistics: without the tracepoint
+		// dispatch around them, with the statistics' clock reads) and
+		// the agent's CPU, against the untraced request.
+		var kns float64
+		for _, st := range ps {
+			kns += float64(st.Runtime.Nanoseconds())
+		}
+		kns /= float64(max(extra.reqs, 1))
+		det := (kns + median(onAgent)) / median(offCPU)
+		fmt.Fprintf(os.Stderr, "  deterministic part (without the tracepoint dispatch around the programs and the GC probe hits): kernel programs %.2f µs + agent %.2f µs per request = %.1f%% of the untraced request's %.1f µs (ratio %.3f)\n",
+			kns/1e3, median(onAgent)/1e3, 100*det, median(offCPU)/1e3, 1/(1+det))
+	}
 	if perReq > 0 {
 		fmt.Fprintf(os.Stderr, "  hits per request by probe: %s\n", byProbe.perRequest(reqsOn))
 		fmt.Fprintf(os.Stderr, "  => %.1f µs of CPU per uprobe hit\n", (median(onCPU)-median(offCPU))/1e3/perReq)
