@@ -431,7 +431,9 @@ static __always_inline void note_owner(const struct sock *sk, bool btf, __u8 dir
 		return;
 	if (!s->sport)
 		s->sport = sport;
-	if (s->tgid != tgid) {
+	/* A cgroup id of 0 comes from an adopted listener whose cgroup could
+	 * not be read: the first send in the owner's context fills it. */
+	if (s->tgid != tgid || !s->cgroup_id) {
 		s->tgid = tgid;
 		s->cgroup_id = bpf_get_current_cgroup_id();
 		s->netns = BPF_CORE_READ(tsk, __sk_common.skc_net.net, ns.inum);
@@ -608,15 +610,16 @@ static __always_inline void remember_listener(const struct sock *sk, bool btf)
 	bpf_map_update_elem(&listeners, &k, &o, BPF_ANY);
 }
 
-/* A listener closed: forget its port, unless another process took it over. */
+/* A listener closed: forget its port, unless another process took it
+ * over. An adopted listener (older than the collector) has no socks entry:
+ * its closer, in process context, is taken for its owner. */
 static __always_inline void forget_listener(const struct sock *sk, bool btf)
 {
 	struct tt_sock *s = sock_get(sk, btf, false);
-	if (!s)
-		return;
+	__u32 tgid = s ? s->tgid : (__u32)(bpf_get_current_pid_tgid() >> 32);
 	struct tt_listen_key k = listen_key(sk);
 	const struct tt_owner *o = bpf_map_lookup_elem(&listeners, &k);
-	if (o && o->tgid == s->tgid)
+	if (o && o->tgid == tgid)
 		bpf_map_delete_elem(&listeners, &k);
 }
 
@@ -644,9 +647,11 @@ static __always_inline int on_state(const struct sock *sk, int old, int new, boo
 	/* connect() and listen() run in the owner's context. */
 	if ((old == TT_TCP_CLOSE && new == TT_TCP_SYN_SENT) || new == TT_TCP_LISTEN)
 		note_owner(sk, btf, 0);
+	/* (A child socket is cloned from its listener: its first transition
+	 * is LISTEN -> SYN_RECV, in softirq. Not a listener closing.) */
 	if (new == TT_TCP_LISTEN)
 		remember_listener(sk, btf);
-	else if (old == TT_TCP_LISTEN)
+	else if (old == TT_TCP_LISTEN && new == TT_TCP_CLOSE)
 		forget_listener(sk, btf);
 	else if (old == TT_TCP_SYN_RECV && new == TT_TCP_ESTABLISHED)
 		inherit_owner(sk, btf);

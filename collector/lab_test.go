@@ -608,6 +608,11 @@ func acceptedOwner(t *testing.T, mptcp, early bool) {
 	if int(rst[0].PID) != sink.Process.Pid || rst[0].Comm != "tcpsink" {
 		t.Errorf("server-side reset owned by pid %d %q, want tcpsink %d", rst[0].PID, rst[0].Comm, sink.Process.Pid)
 	}
+	// The cgroup id: the kernel's (bpf_get_current_cgroup_id at listen())
+	// or the adopted one (the inode of the cgroup v2 directory) agree.
+	if want := cgroupID(sink.Process.Pid, ""); want == 0 || rst[0].CgroupID != want {
+		t.Errorf("reset's cgroup id %d, want %d (the inode of tcpsink's cgroup directory)", rst[0].CgroupID, want)
+	}
 }
 
 // goid returns the current goroutine's id (from its stack header).

@@ -45,21 +45,21 @@ func (c *TCP) AdoptListeners(pid uint32, cgroupRoot string) (int, error) {
 		copy(o.Comm[:len(o.Comm)-1], bytes.TrimSuffix(comm, []byte("\n")))
 	}
 	o.CgroupId = cgroupID(int(pid), cgroupRoot)
-	m := c.maps[tcpMapListeners]
-	if m == nil {
-		return 0, errors.New("adopt listeners: collector closed")
+	c.goMu.Lock()
+	defer c.goMu.Unlock()
+	if c.closed {
+		return 0, errCollectorClosed
 	}
+	m := c.maps[tcpMapListeners]
 	n := 0
 	for _, l := range ls {
-		k := tcpTtListenKey{Netns: l.netns, Port: l.port}
-		// A listener the kernel recorded itself since wins: it is newer.
-		switch err := m.Update(k, o, ebpf.UpdateNoExist); {
-		case err == nil:
-			n++
-		case errors.Is(err, ebpf.ErrKeyExist):
-		default:
+		// Replacing what the kernel side recorded: this process holds the
+		// socket now, whoever called listen() (systemd's socket
+		// activation, a parent that handed it over).
+		if err := m.Update(tcpTtListenKey{Netns: l.netns, Port: l.port}, o, ebpf.UpdateAny); err != nil {
 			return n, fmt.Errorf("adopt listener port %d of pid %d: %w", l.port, pid, err)
 		}
+		n++
 	}
 	return n, nil
 }
@@ -138,8 +138,10 @@ func listening(fd int) (listener, bool) {
 }
 
 // cgroupID is the id bpf_get_current_cgroup_id gives for process pid's
-// threads: the inode of its cgroup v2 directory; 0 when unknown (no v2
-// hierarchy mounted at root).
+// threads: the inode of its cgroup v2 directory (under root, or root/unified
+// on a hybrid v1/v2 host); 0 when unknown — no v2 hierarchy there, or a
+// path outside this process's cgroup namespace ("/.." in it). The kernel
+// side fills a 0 in at the socket's first send.
 func cgroupID(pid int, root string) uint64 {
 	if root == "" {
 		root = "/sys/fs/cgroup"
@@ -149,13 +151,22 @@ func cgroupID(pid int, root string) uint64 {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
+		p, ok := strings.CutPrefix(line, "0::")
+		if !ok || p == "" || strings.Contains(p, "/..") {
+			continue
+		}
+		for _, dir := range []string{root, filepath.Join(root, "unified")} {
 			var st unix.Stat_t
-			if unix.Stat(filepath.Join(root, p), &st) != nil {
-				return 0
+			if unix.Stat(filepath.Join(dir, p), &st) == nil && isCgroup2(dir) {
+				return st.Ino
 			}
-			return st.Ino
 		}
 	}
 	return 0
+}
+
+// isCgroup2 reports whether dir is a cgroup v2 mount.
+func isCgroup2(dir string) bool {
+	var fs unix.Statfs_t
+	return unix.Statfs(dir, &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC
 }

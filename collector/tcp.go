@@ -102,6 +102,7 @@ type TCP struct {
 	// is nil while detached. -1: always attached, or absent.
 	recvAt    int
 	recvTyped bool
+	closed    bool // under goMu: Close ran
 	mu        sync.Mutex
 	closeOnce sync.Once
 	closeErr  error
@@ -416,13 +417,15 @@ func (c *TCP) Close() error {
 		} else {
 			close(c.events)
 		}
+		// Under goMu: a RegisterGoProcess racing with Close must not
+		// attach the receive hook again after its link was closed.
 		c.goMu.Lock()
+		c.closed = true
 		for _, l := range c.links {
 			if l != nil {
 				errs = append(errs, l.Close())
 			}
 		}
-		c.goMu.Unlock()
 		for _, p := range c.progs {
 			errs = append(errs, p.Close())
 		}
@@ -430,6 +433,7 @@ func (c *TCP) Close() error {
 			errs = append(errs, m.Close())
 		}
 		c.maps = nil
+		c.goMu.Unlock()
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
@@ -468,20 +472,39 @@ func EnableRunStats() (io.Closer, error) {
 func (c *TCP) RegisterGoProcess(pid uint32, goidOffset uint32) error {
 	c.goMu.Lock()
 	defer c.goMu.Unlock()
+	if c.closed {
+		return errCollectorClosed
+	}
 	if err := c.maps[tcpMapGoPids].Put(pid, tcpTtGoPid{GoidOff: goidOffset}); err != nil {
 		return fmt.Errorf("register Go process %d: %w", pid, err)
 	}
 	if c.goPids == nil {
 		c.goPids = make(map[uint32]bool)
 	}
+	was := c.goPids[pid]
 	c.goPids[pid] = true
-	return c.storeGoCount()
+	if err := c.storeGoCount(); err != nil {
+		// Undone, so that the receive hook's state and go_pids agree
+		// (a later registration tries again).
+		if !was {
+			delete(c.goPids, pid)
+			c.maps[tcpMapGoPids].Delete(pid)
+			c.storeGoCount()
+		}
+		return err
+	}
+	return nil
 }
+
+var errCollectorClosed = errors.New("the TCP collector is closed")
 
 // UnregisterGoProcess forgets pid (its detail tier is off, or it exited).
 func (c *TCP) UnregisterGoProcess(pid uint32) error {
 	c.goMu.Lock()
 	defer c.goMu.Unlock()
+	if c.closed {
+		return nil // nothing attached any more
+	}
 	if err := c.maps[tcpMapGoPids].Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("unregister Go process %d: %w", pid, err)
 	}

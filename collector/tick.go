@@ -1,19 +1,30 @@
 package collector
 
-import "time"
+import (
+	"math/rand/v2"
+	"time"
+)
 
 // Every periodic wakeup of the tracer lands on the same instants: the
-// multiples of its period on the wall clock (every 100 ms instant is also
-// a 50 ms one, every 1 s instant a 100 ms one). The Go runtime runs every
+// multiples of its period on the wall clock, shifted by a per-process
+// phase (every 100 ms instant is also a 50 ms one, every 1 s instant a
+// 100 ms one). The Go runtime runs every
 // timer that is due when it wakes, so timers due at one instant cost one
 // wakeup of the process — and of the runtime's sysmon, which sleeps until
 // the next timer when nothing runs — instead of one each. An idle
 // `tracer trace` had a dozen periodic timers on their own phases: ~300
 // context switches a second, over 40 % of them sysmon's.
 
-// NextTick is the first multiple of d after now.
+// tickPhase shifts this process's instants by a random part of a second:
+// one process's timers still coincide (every instant is tickPhase plus a
+// multiple of its period), but a fleet of agents does not wake — and flush,
+// and rescan — in step.
+var tickPhase = time.Duration(rand.Int64N(int64(time.Second)))
+
+// NextTick is the first instant after now that is tickPhase plus a
+// multiple of d.
 func NextTick(d time.Duration) time.Time {
-	return time.Now().Truncate(d).Add(d)
+	return time.Now().Add(-tickPhase).Truncate(d).Add(d + tickPhase)
 }
 
 // Ticker delivers the multiples of its period on C, like time.Ticker
