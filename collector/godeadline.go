@@ -50,6 +50,7 @@ type GoStats struct {
 	DecodeErrors     uint64
 	LateCookieErrors uint64 // bound connections whose cookie could not be asked of the kernel (see lateCookie)
 	Duplicates       uint64 // expiries delivered twice by probes shared through overlayfs, reported once
+	UnknownPID       uint64 // events of a process not traced (any more): dropped
 }
 
 // GoProbes traces the context deadline expiries of one Go process: the cold

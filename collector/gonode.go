@@ -295,18 +295,22 @@ func (n *GoNode) add(pid int, shared bool) (*GoProbes, error) {
 // Remove detaches process pid (it exited, or is no longer wanted). Its
 // binary stays open a few seconds for its last events.
 func (n *GoNode) Remove(pid int) error {
+	// Into gone in the same step as out of procs: detaching takes a while
+	// (a uprobe link's release waits for an RCU grace period), and the
+	// process's last events, read meanwhile, were dropped as of an unknown
+	// process (TestDaemonSameImageTwoContainers lost a process's last
+	// expiries that way under load).
 	n.mu.Lock()
 	p, ok := n.procs[uint32(pid)]
 	delete(n.procs, uint32(pid))
+	if ok {
+		n.gone[uint32(pid)] = goneProc{p, time.Now()}
+	}
 	n.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	err := p.detach()
-	n.mu.Lock()
-	n.gone[uint32(pid)] = goneProc{p, time.Now()}
-	n.mu.Unlock()
-	return err
+	return p.detach()
 }
 
 // Procs returns the traced processes.
@@ -691,7 +695,7 @@ func (n *GoNode) Stats() (GoStats, error) {
 		}
 	}
 	n.mu.Lock()
-	s.Swept, s.DecodeErrors, s.Duplicates = n.swept, n.decodeErrors, n.duplicates
+	s.Swept, s.DecodeErrors, s.Duplicates, s.UnknownPID = n.swept, n.decodeErrors, n.duplicates, n.unknownPID
 	procs := make([]*GoProbes, 0, len(n.procs)+len(n.gone))
 	for _, p := range n.procs {
 		procs = append(procs, p)
