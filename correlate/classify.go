@@ -67,7 +67,10 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		}
 		// A goroutine evicted from the tables lost its bindings: its
 		// absence then proves nothing.
-		lostBindings := c.gorEvicted && c.lastGorEviction >= sp.lo
+		// So did one whose busy history pushed bindings of the window
+		// out (a goroutine making call after call, evaluated a grace
+		// window later).
+		lostBindings := (c.gorEvicted && c.lastGorEviction >= sp.lo) || c.bindingsEvictedSince(gkey{d.PID, d.CreatedGoid}, sp.lo)
 		// The call probes bind a request once it has a connection: a
 		// request still dialing has none. A connection attempt of the
 		// process in the window may be this request's, so the absence of

@@ -1,6 +1,7 @@
 package correlate
 
 import (
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -304,5 +305,35 @@ func TestUnboundWhileDialingIsNotLocal(t *testing.T) {
 	r := one(t, sc)
 	if r.Cause.Class == ClassLocal {
 		t.Fatalf("a request that may be dialing was called local: %+v", r.Cause)
+	}
+}
+
+// A goroutine making call after call pushes its oldest bindings out before
+// an early deadline of its is evaluated: their absence then proves
+// nothing, so the deadline is not "local" (the accuracy matrix's bulk
+// uploads, one 100 ms deadline after another, were misread that way).
+func TestEvictedBindingsAreNotLocal(t *testing.T) {
+	build := func(later int) Report {
+		sc := newScenario("t", "")
+		c := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+		c.bind(1000, 5, event.BindHTTPRoundTrip)
+		c.act(1000.1, 6, true)
+		c.blackhole(1000.1, 2000)
+		sc.deadline(10, "app", 1000, 100, 5, at)
+		// The same goroutine's next calls, on other connections, before
+		// the first deadline's grace window ends.
+		for i := 0; i < later; i++ {
+			o := sc.conn(uint64(100+i), 10, "app", fmt.Sprintf("10.0.0.1:%d", 2000+i), "10.0.0.2:80", 100*time.Microsecond)
+			o.bind(1110+float64(i), 5, event.BindHTTPRoundTrip)
+		}
+		return one(t, sc)
+	}
+	// Within the history: bound exactly, the blackhole's retransmits.
+	if r := build(3); r.Cause.Confidence != Exact || !r.Cause.Class.Network() {
+		t.Errorf("3 later calls: %s/%s, want a network class, exact", r.Cause.Class, r.Cause.Confidence)
+	}
+	// Pushed out: never local.
+	if r := build(40); r.Cause.Class == ClassLocal {
+		t.Errorf("40 later calls pushed the binding out and the deadline was called local: %s (%s)", r.Cause.Summary, r.Cause.Note)
 	}
 }

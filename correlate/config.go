@@ -45,7 +45,7 @@ type Config struct {
 	MaxEventsPerSocket      int // TCP events kept per socket; default 64
 	MaxActivityPerSocket    int // activity intervals kept per socket; default 8
 	MaxGoroutines           int // goroutines with bindings; default 16384
-	MaxBindingsPerGoroutine int // bindings kept per goroutine; default 8
+	MaxBindingsPerGoroutine int // bindings kept per goroutine; default 16 (a goroutine making call after call fills them within the grace window)
 	MaxProcesses            int // processes; default 4096
 	MaxPending              int // deadlines waiting for their grace window; default 4096
 	MaxReportConnections    int // connections listed in one report (all count for its class); default 16
@@ -65,7 +65,7 @@ func DefaultConfig() Config {
 		MaxEventsPerSocket:      64,
 		MaxActivityPerSocket:    8,
 		MaxGoroutines:           16384,
-		MaxBindingsPerGoroutine: 8,
+		MaxBindingsPerGoroutine: 16,
 		MaxProcesses:            4096,
 		MaxPending:              4096,
 		MaxReportConnections:    16,

@@ -15,27 +15,34 @@ type ring[T any] struct {
 
 // push appends v and reports whether the oldest item was dropped.
 func (r *ring[T]) push(v T, capacity int) (evicted bool) {
+	_, evicted = r.pushOut(v, capacity)
+	return evicted
+}
+
+// pushOut appends v and returns the oldest item when it was dropped.
+func (r *ring[T]) pushOut(v T, capacity int) (out T, evicted bool) {
 	if !r.has {
 		r.head, r.has = v, true
-		return false
+		return out, false
 	}
 	old := r.head
 	r.head = v
 	if capacity <= 1 {
-		return true
+		return old, true
 	}
 	if len(r.buf) < capacity-1 {
 		if r.buf == nil {
-			r.buf = make([]T, 0, capacity-1)
+			r.buf = make([]T, 0, min(capacity-1, 8))
 		}
 		r.buf = append(r.buf, old)
-		return false
+		return out, false
 	}
+	out = r.buf[r.next]
 	r.buf[r.next] = old
 	if r.next++; int(r.next) == len(r.buf) {
 		r.next = 0
 	}
-	return true
+	return out, true
 }
 
 func (r *ring[T]) len() int {

@@ -117,6 +117,10 @@ type goroutine struct {
 	hasRun bool
 	run    bindIv
 	binds  ring[bindIv] // call bindings (points) and earlier runs
+	// evictedLast is the newest end of a binding pushed out of binds: a
+	// window that starts before it may have lost its bindings, so their
+	// absence there proves nothing.
+	evictedLast uint64
 }
 
 type proc struct {
@@ -337,8 +341,8 @@ func (c *Correlator) bindAt(gi int32, cookie, t uint64, src source) {
 			r.first, r.last, r.srcs = min(r.first, t), max(r.last, t), r.srcs|bit
 			return
 		}
-		if g.hasRun && g.binds.push(g.run, c.cfg.MaxBindingsPerGoroutine) {
-			c.stats.BindingsEvicted++
+		if g.hasRun {
+			c.pushBinding(g, g.run)
 		}
 		g.run, g.hasRun = bindIv{cookie: cookie, first: t, last: t, srcs: bit}, true
 		return
@@ -348,8 +352,14 @@ func (c *Correlator) bindAt(gi int32, cookie, t uint64, src source) {
 	if h := g.binds.newest(); h != nil && h.cookie == cookie && h.first == t && h.last == t && h.srcs == bit {
 		return
 	}
-	if g.binds.push(bindIv{cookie: cookie, first: t, last: t, srcs: bit}, c.cfg.MaxBindingsPerGoroutine) {
+	c.pushBinding(g, bindIv{cookie: cookie, first: t, last: t, srcs: bit})
+}
+
+// pushBinding adds b to g's history, remembering what it pushes out.
+func (c *Correlator) pushBinding(g *goroutine, b bindIv) {
+	if out, ok := g.binds.pushOut(b, c.cfg.MaxBindingsPerGoroutine); ok {
 		c.stats.BindingsEvicted++
+		g.evictedLast = max(g.evictedLast, out.last)
 	}
 }
 

@@ -74,6 +74,17 @@ type bound struct {
 
 // boundIn returns the sockets goroutine k was bound to in [lo, hi], in the
 // order of their first binding there.
+// bindingsEvictedSince reports whether goroutine k lost a binding that
+// ended at or after lo.
+func (c *Correlator) bindingsEvictedSince(k gkey, lo uint64) bool {
+	p := c.procs[k.pid]
+	if p == nil {
+		return false
+	}
+	i, ok := p.gors[k.goid]
+	return ok && c.gors[i].evictedLast >= lo
+}
+
 func (c *Correlator) boundIn(k gkey, lo, hi uint64) []bound {
 	p := c.procs[k.pid]
 	if p == nil {
