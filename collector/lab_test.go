@@ -624,12 +624,10 @@ func goid() uint64 {
 	return id
 }
 
-// goroutineSampling starts the collector for this process, registered as a
-// Go process (activity names goroutines) with an hour-long interval, and
-// dials the lab's echo server: only takeovers and new directions emit.
-func goroutineSampling(t *testing.T) (*TCP, net.Conn, netip.AddrPort) {
+// selfGoidOffset is runtime.g.goid's offset in this test binary, for
+// RegisterGoProcess.
+func selfGoidOffset(t *testing.T) uint32 {
 	t.Helper()
-	requireTracing(t)
 	self, err := gobin.Open("/proc/self/exe")
 	if err != nil {
 		t.Fatal(err)
@@ -639,10 +637,20 @@ func goroutineSampling(t *testing.T) (*TCP, net.Conn, netip.AddrPort) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return uint32(off)
+}
+
+// goroutineSampling starts the collector for this process, registered as a
+// Go process (activity names goroutines) with an hour-long interval, and
+// dials the lab's echo server: only takeovers and new directions emit.
+func goroutineSampling(t *testing.T) (*TCP, net.Conn, netip.AddrPort) {
+	t.Helper()
+	requireTracing(t)
+	off := selfGoidOffset(t)
 	p := netlab.NewPair(t)
 	srv := serve(t, p, p.ServerAddr, false)
 	c := startCollector(t, Config{PID: uint32(os.Getpid()), ActivityInterval: time.Hour})
-	if err := c.RegisterGoProcess(uint32(os.Getpid()), uint32(off)); err != nil {
+	if err := c.RegisterGoProcess(uint32(os.Getpid()), off); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := p.Dial(context.Background(), "tcp", srv.String())
@@ -779,15 +787,7 @@ func TestActivityPairedGoroutines(t *testing.T) {
 // detail tier is on), and detached again after.
 func TestReceiveHookOnDemand(t *testing.T) {
 	requireTracing(t)
-	self, err := gobin.Open("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, err := self.FieldOffset("runtime.g", "goid")
-	self.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	off := selfGoidOffset(t)
 	p := netlab.NewPair(t)
 	srv := serve(t, p, p.ServerAddr, false)
 	c := startCollector(t, Config{PID: uint32(os.Getpid()), ActivityInterval: time.Hour})
@@ -835,7 +835,7 @@ func TestReceiveHookOnDemand(t *testing.T) {
 	if cold < trips {
 		t.Fatalf("%d hook runs for %d round trips without goroutine binding: the client's sends alone are %d", cold, trips, trips)
 	}
-	if err := c.RegisterGoProcess(uint32(os.Getpid()), uint32(off)); err != nil {
+	if err := c.RegisterGoProcess(uint32(os.Getpid()), off); err != nil {
 		t.Fatal(err)
 	}
 	bound := runs()

@@ -1,16 +1,18 @@
 package collector
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/timeout-tracer/tracer/internal/workload"
 )
 
 // A listening socket of a process: its network namespace and port.
@@ -39,12 +41,8 @@ func (c *TCP) AdoptListeners(pid uint32, cgroupRoot string) (int, error) {
 	if err != nil || len(ls) == 0 {
 		return 0, err
 	}
-	var o tcpTtOwner
-	o.Tgid = pid
-	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil {
-		copy(o.Comm[:len(o.Comm)-1], bytes.TrimSuffix(comm, []byte("\n")))
-	}
-	o.CgroupId = cgroupID(int(pid), cgroupRoot)
+	o := tcpTtOwner{Tgid: pid, CgroupId: cgroupID(int(pid), cgroupRoot)}
+	copy(o.Comm[:len(o.Comm)-1], readComm(int(pid)))
 	c.goMu.Lock()
 	defer c.goMu.Unlock()
 	if c.closed {
@@ -138,35 +136,49 @@ func listening(fd int) (listener, bool) {
 }
 
 // cgroupID is the id bpf_get_current_cgroup_id gives for process pid's
-// threads: the inode of its cgroup v2 directory (under root, or root/unified
-// on a hybrid v1/v2 host); 0 when unknown — no v2 hierarchy there, or a
-// path outside this process's cgroup namespace ("/.." in it). The kernel
-// side fills a 0 in at the socket's first send.
+// threads (workload.Cgroupfs: the inode of its cgroup v2 directory under
+// root, hybrid hosts and private cgroup namespaces included); 0 when
+// unknown. The kernel side fills a 0 in at the socket's first send.
 func cgroupID(pid int, root string) uint64 {
 	if root == "" {
 		root = "/sys/fs/cgroup"
+	}
+	fs, err := cgroupfsOf(root)
+	if err != nil {
+		return 0
 	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		return 0
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		p, ok := strings.CutPrefix(line, "0::")
-		if !ok || p == "" || strings.Contains(p, "/..") {
-			continue
-		}
-		for _, dir := range []string{root, filepath.Join(root, "unified")} {
-			var st unix.Stat_t
-			if unix.Stat(filepath.Join(dir, p), &st) == nil && isCgroup2(dir) {
-				return st.Ino
-			}
-		}
+	cg, err := workload.ParseCgroupFile(string(data))
+	if err != nil || cg.V2 == "" {
+		return 0
 	}
-	return 0
+	_, id, err := fs.Dir(cg.V2)
+	if err != nil {
+		return 0
+	}
+	return id
 }
 
-// isCgroup2 reports whether dir is a cgroup v2 mount.
-func isCgroup2(dir string) bool {
-	var fs unix.Statfs_t
-	return unix.Statfs(dir, &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC
+// cgroupfsOf opens the cgroup v2 hierarchy under root once per root (in a
+// private cgroup namespace, opening walks the tree).
+func cgroupfsOf(root string) (*workload.Cgroupfs, error) {
+	cgroupfsMu.Lock()
+	defer cgroupfsMu.Unlock()
+	if fs, ok := cgroupfsByRoot[root]; ok {
+		return fs, nil
+	}
+	fs, err := workload.OpenCgroupfs(root, "/proc")
+	if err != nil {
+		return nil, err
+	}
+	cgroupfsByRoot[root] = fs
+	return fs, nil
 }
+
+var (
+	cgroupfsMu     sync.Mutex
+	cgroupfsByRoot = map[string]*workload.Cgroupfs{}
+)

@@ -72,20 +72,8 @@ type bound struct {
 	srcs   uint8 // bit per source
 }
 
-// boundIn returns the sockets goroutine k was bound to in [lo, hi], in the
-// order of their first binding there.
-// bindingsEvictedSince reports whether goroutine k lost a binding that
-// ended at or after lo.
-func (c *Correlator) bindingsEvictedSince(k gkey, lo uint64) bool {
-	p := c.procs[k.pid]
-	if p == nil {
-		return false
-	}
-	i, ok := p.gors[k.goid]
-	return ok && c.gors[i].evictedLast >= lo
-}
-
-func (c *Correlator) boundIn(k gkey, lo, hi uint64) []bound {
+// gor is goroutine k's slot, or nil.
+func (c *Correlator) gor(k gkey) *goroutine {
 	p := c.procs[k.pid]
 	if p == nil {
 		return nil
@@ -94,7 +82,23 @@ func (c *Correlator) boundIn(k gkey, lo, hi uint64) []bound {
 	if !ok {
 		return nil
 	}
-	g := &c.gors[i]
+	return &c.gors[i]
+}
+
+// bindingsEvictedSince reports whether goroutine k lost a binding that
+// ended at or after lo.
+func (c *Correlator) bindingsEvictedSince(k gkey, lo uint64) bool {
+	g := c.gor(k)
+	return g != nil && g.evictedLast >= lo
+}
+
+// boundIn returns the sockets goroutine k was bound to in [lo, hi], in the
+// order of their first binding there.
+func (c *Correlator) boundIn(k gkey, lo, hi uint64) []bound {
+	g := c.gor(k)
+	if g == nil {
+		return nil
+	}
 	var out []bound
 	add := func(b *bindIv) {
 		if b.first > hi || b.last < lo {
