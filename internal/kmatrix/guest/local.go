@@ -67,8 +67,11 @@ func checkRunqueue(raw bool) (string, error) {
 	// Twice as many spinning threads as CPUs, and two more: each waits
 	// for one most of the time. For a second: with NumCPU+2 threads for
 	// half a second the figure (a mean over the process's threads, idle
-	// ones included) came out 45–150 ms across runs, a few times just
-	// under the 50 ms this check asks for.
+	// ones included) came out 45–150 ms across runs; with this spin,
+	// 43–229 ms. The check asks for 10 ms: a wait clearly seen (hooks
+	// that do not work see none), not a figure the guest's scheduler
+	// must reach (6.12 amd64 gave 43.5 ms against the 50 ms it asked
+	// before, in CI).
 	spin(2*runtime.NumCPU()+2, time.Second)
 	time.Sleep(150 * time.Millisecond) // a read after the spin
 	var lost time.Duration
@@ -94,7 +97,7 @@ func checkRunqueue(raw bool) (string, error) {
 	switch {
 	case st.RunqueueHooks != want:
 		return msg, fmt.Errorf("attached as %q, want %s", st.RunqueueHooks, want)
-	case lost < 50*time.Millisecond:
+	case lost < 10*time.Millisecond:
 		return msg, errors.New("no run-queue wait seen while threads outnumbered the CPUs")
 	}
 	return msg, nil
