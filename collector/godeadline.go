@@ -51,6 +51,10 @@ type GoStats struct {
 	LateCookieErrors uint64 // bound connections whose cookie could not be asked of the kernel (see lateCookie)
 	Duplicates       uint64 // expiries delivered twice by probes shared through overlayfs, reported once
 	UnknownPID       uint64 // events of a process not traced (any more): dropped
+	// Missed counts probe runs the kernel skipped because a BPF program of
+	// the kprobe family was already running on that CPU (its recursion
+	// guard); a skipped expiry probe is an expiry not reported.
+	Missed uint64
 }
 
 // GoProbes traces the context deadline expiries of one Go process: the cold

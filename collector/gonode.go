@@ -705,6 +705,13 @@ func (n *GoNode) Stats() (GoStats, error) {
 	}
 	s.LateCookieErrors = n.lateCookieErrs
 	n.mu.Unlock()
+	for _, prog := range n.coll.Programs {
+		st, err := prog.Stats()
+		if err != nil {
+			return s, fmt.Errorf("read Go probe program stats: %w", err)
+		}
+		s.Missed += st.RecursionMisses
+	}
 	for _, p := range procs {
 		p.mu.Lock()
 		s.LateCookieErrors += p.ext.lateCookieErrs

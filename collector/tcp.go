@@ -77,6 +77,11 @@ type Stats struct {
 	SocksFull    uint64 // sockets not tracked because the socket table was full
 	OwnerHits    uint64 // process-context hook runs (send, receive, connect)
 	DecodeErrors uint64 // samples userspace could not decode
+	// Missed counts hook runs the kernel skipped: a program's tracepoint
+	// fired on a CPU where the same program was already running (a
+	// softirq interrupting it; the kernel's recursion guard). Their events,
+	// if any, are lost.
+	Missed uint64
 }
 
 // TCP collects kernel TCP events. Create it with StartTCP; Close it once.
@@ -384,6 +389,9 @@ func (c *TCP) HZ() uint32 { return c.clk.hz }
 // Stats sums the kernel's per-CPU counters.
 func (c *TCP) Stats() (Stats, error) {
 	var s Stats
+	// Under goMu: Close releases the maps and programs under it.
+	c.goMu.Lock()
+	defer c.goMu.Unlock()
 	m := c.maps[tcpMapStats]
 	if m == nil {
 		return s, errors.New("read stats: collector closed")
@@ -401,6 +409,13 @@ func (c *TCP) Stats() (Stats, error) {
 	c.mu.Lock()
 	s.DecodeErrors = c.decodeErrors
 	c.mu.Unlock()
+	for _, p := range c.progs {
+		st, err := p.Stats()
+		if err != nil {
+			return s, fmt.Errorf("read program stats: %w", err)
+		}
+		s.Missed += st.RecursionMisses
+	}
 	return s, nil
 }
 

@@ -315,6 +315,14 @@ func (m *Metrics) LostEvents(source string, total func() (uint64, error)) {
 	m.sources.addLost(source, total)
 }
 
+// MissedRuns registers a counter of kernel program runs the kernel
+// skipped (its recursion guard), read at scrape time:
+// timeout_tracer_bpf_missed_runs_total{source}. Like LostEvents: an error
+// keeps the last value, sources of one name add up.
+func (m *Metrics) MissedRuns(source string, total func() (uint64, error)) {
+	m.sources.addMissed(source, total)
+}
+
 // WatchOTLP exports the OTLP exporter's counters, read at scrape time:
 // timeout_tracer_otlp_spans_exported_total,
 // timeout_tracer_otlp_spans_dropped_total{reason} and
@@ -438,11 +446,12 @@ const (
 // sourceCollector reads counters kept elsewhere at scrape time: the ring
 // buffers' lost events and the OTLP exporter's counters.
 type sourceCollector struct {
-	lostDesc, exportedDesc, droppedDesc, queueDesc *prometheus.Desc
+	lostDesc, missedDesc, exportedDesc, droppedDesc, queueDesc *prometheus.Desc
 
-	mu   sync.Mutex
-	lost []*lostSource
-	otlp func() OTLPStats
+	mu     sync.Mutex
+	lost   []*lostSource
+	missed []*lostSource
+	otlp   func() OTLPStats
 }
 
 type lostSource struct {
@@ -455,6 +464,9 @@ func newSourceCollector() *sourceCollector {
 	return &sourceCollector{
 		lostDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "ringbuffer_lost_events_total"),
 			"Events the kernel could not hand to the tracer because a ring buffer was full, by source (tcp: kernel TCP events, go: deadline expiries).",
+			[]string{"source"}, nil),
+		missedDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "bpf_missed_runs_total"),
+			"Runs of the tracer's kernel programs the kernel skipped because the same program (tcp) or another program of the kprobe family (go) was already running on that CPU; their events, if any, are lost. By source.",
 			[]string{"source"}, nil),
 		exportedDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "otlp_spans_exported_total"),
 			"Timeout spans the OTLP endpoint accepted.", nil, nil),
@@ -472,6 +484,12 @@ func (c *sourceCollector) addLost(name string, total func() (uint64, error)) {
 	c.lost = append(c.lost, &lostSource{name: name, total: total})
 }
 
+func (c *sourceCollector) addMissed(name string, total func() (uint64, error)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.missed = append(c.missed, &lostSource{name: name, total: total})
+}
+
 func (c *sourceCollector) setOTLP(f func() OTLPStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -481,26 +499,32 @@ func (c *sourceCollector) setOTLP(f func() OTLPStats) {
 // Describe sends the descriptors.
 func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.lostDesc
+	ch <- c.missedDesc
 	ch <- c.exportedDesc
 	ch <- c.droppedDesc
 	ch <- c.queueDesc
 }
 
-// Collect reads the sources. The lost-events series of the two known
+// Collect reads the sources. The lost-event and missed-run series of the two known
 // sources are always present (zero until a collector registers), so that
 // dashboards and alerts see them from the start.
 func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lost := map[string]uint64{"tcp": 0, "go": 0}
-	for _, s := range c.lost {
-		if v, err := s.total(); err == nil && v >= s.last {
-			s.last = v
+	for _, src := range []struct {
+		desc *prometheus.Desc
+		list []*lostSource
+	}{{c.lostDesc, c.lost}, {c.missedDesc, c.missed}} {
+		sum := map[string]uint64{"tcp": 0, "go": 0}
+		for _, s := range src.list {
+			if v, err := s.total(); err == nil && v >= s.last {
+				s.last = v
+			}
+			sum[s.name] += s.last
 		}
-		lost[s.name] += s.last
-	}
-	for name, v := range lost {
-		ch <- prometheus.MustNewConstMetric(c.lostDesc, prometheus.CounterValue, float64(v), name)
+		for name, v := range sum {
+			ch <- prometheus.MustNewConstMetric(src.desc, prometheus.CounterValue, float64(v), name)
+		}
 	}
 	var st OTLPStats
 	if c.otlp != nil {

@@ -53,6 +53,8 @@ func feedAll(m *Metrics) {
 	m.Attached(1)
 	m.LostEvents("tcp", func() (uint64, error) { return 7, nil })
 	m.LostEvents("go", func() (uint64, error) { return 0, errors.New("closed") })
+	m.MissedRuns("tcp", func() (uint64, error) { return 2, nil })
+	m.MissedRuns("tcp", func() (uint64, error) { return 3, nil })
 	m.WatchOTLP(func() OTLPStats {
 		return OTLPStats{Exported: 10, Failed: 2, DroppedQueueFull: 3, DroppedShutdown: 1, Queued: 4}
 	})
@@ -99,6 +101,8 @@ func TestMetricsCount(t *testing.T) {
 		`timeout_tracer_call_deadline_remaining_seconds_bucket{call="http",service="orders",le="0.05"} 1`,
 		`timeout_tracer_ringbuffer_lost_events_total{source="tcp"} 7`,
 		`timeout_tracer_ringbuffer_lost_events_total{source="go"} 0`,
+		`timeout_tracer_bpf_missed_runs_total{source="tcp"} 5`,
+		`timeout_tracer_bpf_missed_runs_total{source="go"} 0`,
 		`timeout_tracer_otlp_spans_exported_total 10`,
 		`timeout_tracer_otlp_spans_dropped_total{reason="queue_full"} 3`,
 		`timeout_tracer_otlp_spans_dropped_total{reason="export_failed"} 2`,

@@ -334,6 +334,14 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 			s, err := a.Pipeline().Node().Stats()
 			return s.Dropped, err
 		})
+		m.MissedRuns("tcp", func() (uint64, error) {
+			s, err := a.Pipeline().TCP().Stats()
+			return s.Missed, err
+		})
+		m.MissedRuns("go", func() (uint64, error) {
+			s, err := a.Pipeline().Node().Stats()
+			return s.Missed, err
+		})
 		m.LostEvents("proc", func() (uint64, error) { return a.ProcEventsLost(), nil })
 		m.WatchStorm(func() export.StormStats {
 			s := a.Pipeline().StormStats()

@@ -159,6 +159,14 @@ func (e *exporters) attached(pid int, p *pipeline.Pipeline) (detached func()) {
 		s, err := p.Probes().Stats()
 		return s.Dropped, err
 	})
+	e.metrics.MissedRuns("tcp", func() (uint64, error) {
+		s, err := p.TCP().Stats()
+		return s.Missed, err
+	})
+	e.metrics.MissedRuns("go", func() (uint64, error) {
+		s, err := p.Probes().Stats()
+		return s.Missed, err
+	})
 	e.metrics.WatchStorm(func() export.StormStats {
 		s := p.StormStats()
 		return export.StormStats{Trips: s.Trips, DetachedSeconds: s.Detached.Seconds(), UnseenEstimate: s.UnseenEstimate}

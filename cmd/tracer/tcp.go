@@ -94,7 +94,7 @@ func runTCP(cmd *cobra.Command, g *globalFlags, f *tcpFlags) error {
 	stderr := cmd.ErrOrStderr()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var lost uint64
+	var lost, missed uint64
 	warnLost := func() {
 		s, err := c.Stats()
 		if err != nil {
@@ -103,6 +103,10 @@ func runTCP(cmd *cobra.Command, g *globalFlags, f *tcpFlags) error {
 		if s.Lost > lost {
 			fmt.Fprintf(stderr, "warning: %d events lost (ring buffer full; the reader fell behind)\n", s.Lost-lost)
 			lost = s.Lost
+		}
+		if s.Missed > missed {
+			fmt.Fprintf(stderr, "warning: the kernel skipped %d hook runs (the same hook was running on that CPU): their events are lost\n", s.Missed-missed)
+			missed = s.Missed
 		}
 	}
 	for {

@@ -130,22 +130,34 @@ func printTotals(stderr io.Writer, p *pipeline.Pipeline, reports int) {
 	}
 	t, _ := p.TCP().Stats()
 	s := p.StormStats()
-	fmt.Fprintf(stderr, "totals: expiries seen %d, reported %d, lost %d (ring buffer full), undecodable %d; kernel events lost %d; storm guard trips %d, detached %v, expiries not seen (estimate) %d\n",
-		g.ExpiryHits, reports, g.Dropped, g.DecodeErrors, t.Lost, s.Trips, s.Detached.Round(time.Millisecond), s.UnseenEstimate)
+	fmt.Fprintf(stderr, "totals: expiries seen %d, reported %d, lost %d (ring buffer full), undecodable %d; kernel events lost %d; storm guard trips %d, detached %v, expiries not seen (estimate) %d; hook runs the kernel skipped %d (go), %d (tcp)\n",
+		g.ExpiryHits, reports, g.Dropped, g.DecodeErrors, t.Lost, s.Trips, s.Detached.Round(time.Millisecond), s.UnseenEstimate, g.Missed, t.Missed)
 }
 
 // watchLosses prints a warning line whenever either ring buffer lost
 // events, until the returned stop is called (which checks once more).
 func watchLosses(stderr io.Writer, g *collector.GoProbes, t *collector.TCP) (stop func()) {
-	var goLost, tcpLost uint64
+	var goLost, tcpLost, goMissed, tcpMissed uint64
 	check := func() {
-		if s, err := g.Stats(); err == nil && s.Dropped > goLost {
-			fmt.Fprintf(stderr, "warning: %d expiry reports lost (ring buffer full)\n", s.Dropped-goLost)
-			goLost = s.Dropped
+		if s, err := g.Stats(); err == nil {
+			if s.Dropped > goLost {
+				fmt.Fprintf(stderr, "warning: %d expiry reports lost (ring buffer full)\n", s.Dropped-goLost)
+				goLost = s.Dropped
+			}
+			if s.Missed > goMissed {
+				fmt.Fprintf(stderr, "warning: the kernel skipped %d Go probe runs (another BPF program was running on that CPU): expiries may be missing\n", s.Missed-goMissed)
+				goMissed = s.Missed
+			}
 		}
-		if s, err := t.Stats(); err == nil && s.Lost > tcpLost {
-			fmt.Fprintf(stderr, "warning: %d kernel TCP events lost (ring buffer full): network causes may be incomplete\n", s.Lost-tcpLost)
-			tcpLost = s.Lost
+		if s, err := t.Stats(); err == nil {
+			if s.Lost > tcpLost {
+				fmt.Fprintf(stderr, "warning: %d kernel TCP events lost (ring buffer full): network causes may be incomplete\n", s.Lost-tcpLost)
+				tcpLost = s.Lost
+			}
+			if s.Missed > tcpMissed {
+				fmt.Fprintf(stderr, "warning: the kernel skipped %d TCP hook runs (the same hook was running on that CPU): network causes may be incomplete\n", s.Missed-tcpMissed)
+				tcpMissed = s.Missed
+			}
 		}
 	}
 	done := make(chan struct{})
