@@ -143,8 +143,14 @@ func rtoChecks(ctx context.Context, cfg config, out *reporter, forceRaw bool) {
 		return
 	}
 	evs := collectTCP(ctx, c, lab.srv, 20*time.Second, 3, early.local, late.local)
+	st, err := c.Stats()
+	if err != nil {
+		fail(err)
+		return
+	}
+	lost := st.Lost + st.DecodeErrors + st.Missed
 
-	detail, err := verifyRTOs(evs[late.local], late.pid, lab.dropped())
+	detail, err := verifyRTOs(evs[late.local], late.pid, lab.dropped(), lost)
 	out.check(rto, err, detail)
 
 	// A socket opened before the collector is attributed on its next send
@@ -155,7 +161,7 @@ func rtoChecks(ctx context.Context, cfg config, out *reporter, forceRaw bool) {
 	for _, h := range c.Hooks() {
 		sendHook = sendHook || (h.Tracepoint == "sock_send_length" && h.Type != "")
 	}
-	detail, err = verifyRTOs(evs[early.local], early.pid, lab.dropped())
+	detail, err = verifyRTOs(evs[early.local], early.pid, lab.dropped(), lost)
 	if !sendHook && errors.Is(err, errUnowned) {
 		out.known(pre, "owner unknown (pid 0) until the socket receives: no sock_send_length tracepoint; "+detail)
 		return
@@ -166,7 +172,7 @@ func rtoChecks(ctx context.Context, cfg config, out *reporter, forceRaw bool) {
 // errUnowned is returned by verifyRTOs when the events carry no owner.
 var errUnowned = errors.New("events carry no owner (pid 0)")
 
-func verifyRTOs(evs []event.TCP, owner int, dropped uint64) (string, error) {
+func verifyRTOs(evs []event.TCP, owner int, dropped, lost uint64) (string, error) {
 	var rtos []event.TCP
 	var kinds []string
 	n := map[string]int{}
@@ -181,13 +187,14 @@ func verifyRTOs(evs []event.TCP, owner int, dropped uint64) (string, error) {
 	for i, k := range kinds {
 		kinds[i] = fmt.Sprintf("%s=%d", k, n[k])
 	}
-	var backoffs, rtoMs []string
+	var backoffs, rtoMs, total []string
 	for _, e := range rtos {
 		backoffs = append(backoffs, fmt.Sprint(e.Backoff))
 		rtoMs = append(rtoMs, fmt.Sprint(e.RTO.Milliseconds()))
+		total = append(total, fmt.Sprint(e.TotalRetrans))
 	}
-	detail := fmt.Sprintf("events %s; rto backoff %s, rto_ms %s; client pid %d; %d packets dropped",
-		strings.Join(kinds, " "), strings.Join(backoffs, ","), strings.Join(rtoMs, ","), owner, dropped)
+	detail := fmt.Sprintf("events %s; rto backoff %s, rto_ms %s, total_retrans %s; client pid %d; %d packets dropped; %d events lost",
+		strings.Join(kinds, " "), strings.Join(backoffs, ","), strings.Join(rtoMs, ","), strings.Join(total, ","), owner, dropped, lost)
 	if len(rtos) < 3 {
 		return detail, fmt.Errorf("%d rto events, want >= 3", len(rtos))
 	}
@@ -199,6 +206,7 @@ func verifyRTOs(evs []event.TCP, owner int, dropped uint64) (string, error) {
 			return detail, fmt.Errorf("%s event owned by pid %d %q, want the client %d", e.Kind, e.PID, e.Comm, owner)
 		}
 	}
+	var skipped []string
 	for i, e := range rtos {
 		if e.CAState.String() != "loss" || e.State.String() != "ESTABLISHED" || e.Cookie == 0 {
 			return detail, fmt.Errorf("rto snapshot wrong: ca_state %s state %s cookie %d", e.CAState, e.State, e.Cookie)
@@ -206,9 +214,34 @@ func verifyRTOs(evs []event.TCP, owner int, dropped uint64) (string, error) {
 		if i == 0 {
 			continue
 		}
-		if e.Backoff != rtos[i-1].Backoff+1 {
+		prev := rtos[i-1]
+		if e.Backoff == prev.Backoff+1 {
+			continue
+		}
+		// A firing with no event: the timer ran (the backoff grew, the
+		// RTO doubled, and total_retrans at the next event is 2 up, so
+		// the kernel did retransmit) but no rto event came. On the 6.18
+		// host about one run in 5-60 shows it, when both clients'
+		// timers fire together; CI's first sighting was backoff 0,2,3.
+		// An unfiltered raw_tp program counting every tcp_retransmit_skb
+		// call per port, attached alongside, missed the same firing, and
+		// no program recorded a recursion miss: the tracepoint was not
+		// reached for that retransmission. Why, we have not found (see
+		// the README, "Kernel matrix"). So the gap passes only when our
+		// side lost nothing (ring buffer reserve failures, recursion
+		// misses, undecodable samples) and the RTO at the event is the
+		// first one doubled per step of backoff; the detail names it.
+		step := int(e.Backoff) - int(rtos[0].Backoff)
+		want := rtos[0].RTO << max(step, 0)
+		if e.Backoff <= prev.Backoff || lost != 0 || step > 16 || (e.RTO-want).Abs() > want/100 {
 			return detail, errors.New("backoff does not grow by one per rto")
 		}
+		for b := prev.Backoff + 1; b < e.Backoff; b++ {
+			skipped = append(skipped, fmt.Sprint(b))
+		}
+	}
+	if len(skipped) > 0 {
+		detail += fmt.Sprintf("; no event at backoff %s, none lost on our side", strings.Join(skipped, ","))
 	}
 	if first, last := rtos[0].RTO, rtos[len(rtos)-1].RTO; first < 200*time.Millisecond || last < 2*first {
 		return detail, fmt.Errorf("rto %v -> %v: want >= 200ms and at least doubled", first, last)
