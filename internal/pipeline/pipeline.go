@@ -142,11 +142,21 @@ type openCall struct {
 // maxOpen bounds the calls without a deadline tracked for hung_call.
 const maxOpen = 65536
 
+// missingPeerWait is how long a deadline_missing line waits for its
+// connection's peer when the kernel has not named it yet: a connection
+// opened before the tracer is learnt from its first send, which comes just
+// after the call's probe (seen: a gRPC client's first call reported with
+// no target, under load).
+const missingPeerWait = 300 * time.Millisecond
+
 func (p *Pipeline) releaseMissing(upTo uint64) error {
 	slices.SortStableFunc(p.missing, func(a, b event.Call) int { return cmp.Compare(a.Mono, b.Mono) })
 	n := 0
 	for ; n < len(p.missing) && p.missing[n].Mono <= upTo; n++ {
 		c := &p.missing[n]
+		if _, known := p.peers[c.Cookie]; !known && c.Cookie != 0 && upTo-c.Mono < uint64(missingPeerWait) {
+			break // in order: the later ones wait with it
+		}
 		if err := p.sink.Missing(c, p.peers[c.Cookie]); err != nil {
 			return err
 		}
