@@ -176,8 +176,20 @@ func TestLocalRunqueueDelay(t *testing.T) {
 	if n["runqueue_delay"]*2 < len(run.reports) {
 		t.Errorf("%d of %d reports runqueue_delay, want most", n["runqueue_delay"], len(run.reports))
 	}
+	// The scheduler hooks attach when the process starts timing out: the
+	// first expiries may come before them (seen in CI: 1 of 54 under
+	// load). Up to three reports without the figure are allowed, all
+	// before the first one that has it; none after.
+	seen, early := false, 0
 	for _, r := range run.reports {
-		if r.Cause.Local == nil || r.Cause.Local.RunqueueMs == nil {
+		has := r.Cause.Local != nil && r.Cause.Local.RunqueueMs != nil
+		switch {
+		case has:
+			seen = true
+		case !seen && early < 3:
+			early++
+			t.Logf("report without a run-queue figure before the hooks attached: %s (%s)", r.Cause.Class, r.Cause.Summary)
+		default:
 			t.Errorf("report without a run-queue figure while the hooks were attached: %+v", r.Cause)
 		}
 	}
