@@ -100,14 +100,8 @@ func runTCP(cmd *cobra.Command, g *globalFlags, f *tcpFlags) error {
 		if err != nil {
 			return
 		}
-		if s.Lost > lost {
-			fmt.Fprintf(stderr, "warning: %d events lost (ring buffer full; the reader fell behind)\n", s.Lost-lost)
-			lost = s.Lost
-		}
-		if s.Missed > missed {
-			fmt.Fprintf(stderr, "warning: the kernel skipped %d hook runs (the same hook was running on that CPU): their events are lost\n", s.Missed-missed)
-			missed = s.Missed
-		}
+		warnGrowth(stderr, &lost, s.Lost, "warning: %d events lost (ring buffer full; the reader fell behind)\n")
+		warnGrowth(stderr, &missed, s.Missed, "warning: the kernel skipped %d hook runs (the same hook was running on that CPU): their events are lost\n")
 	}
 	for {
 		select {

@@ -134,30 +134,27 @@ func printTotals(stderr io.Writer, p *pipeline.Pipeline, reports int) {
 		g.ExpiryHits, reports, g.Dropped, g.DecodeErrors, t.Lost, s.Trips, s.Detached.Round(time.Millisecond), s.UnseenEstimate, g.Missed, t.Missed)
 }
 
+// warnGrowth prints format with the increase when a loss counter grew
+// past *last, and remembers the new value.
+func warnGrowth(w io.Writer, last *uint64, now uint64, format string) {
+	if now > *last {
+		fmt.Fprintf(w, format, now-*last)
+		*last = now
+	}
+}
+
 // watchLosses prints a warning line whenever either ring buffer lost
 // events, until the returned stop is called (which checks once more).
 func watchLosses(stderr io.Writer, g *collector.GoProbes, t *collector.TCP) (stop func()) {
 	var goLost, tcpLost, goMissed, tcpMissed uint64
 	check := func() {
 		if s, err := g.Stats(); err == nil {
-			if s.Dropped > goLost {
-				fmt.Fprintf(stderr, "warning: %d expiry reports lost (ring buffer full)\n", s.Dropped-goLost)
-				goLost = s.Dropped
-			}
-			if s.Missed > goMissed {
-				fmt.Fprintf(stderr, "warning: the kernel skipped %d Go probe runs (another BPF program was running on that CPU): expiries may be missing\n", s.Missed-goMissed)
-				goMissed = s.Missed
-			}
+			warnGrowth(stderr, &goLost, s.Dropped, "warning: %d expiry reports lost (ring buffer full)\n")
+			warnGrowth(stderr, &goMissed, s.Missed, "warning: the kernel skipped %d Go probe runs (another BPF program was running on that CPU): expiries may be missing\n")
 		}
 		if s, err := t.Stats(); err == nil {
-			if s.Lost > tcpLost {
-				fmt.Fprintf(stderr, "warning: %d kernel TCP events lost (ring buffer full): network causes may be incomplete\n", s.Lost-tcpLost)
-				tcpLost = s.Lost
-			}
-			if s.Missed > tcpMissed {
-				fmt.Fprintf(stderr, "warning: the kernel skipped %d TCP hook runs (the same hook was running on that CPU): network causes may be incomplete\n", s.Missed-tcpMissed)
-				tcpMissed = s.Missed
-			}
+			warnGrowth(stderr, &tcpLost, s.Lost, "warning: %d kernel TCP events lost (ring buffer full): network causes may be incomplete\n")
+			warnGrowth(stderr, &tcpMissed, s.Missed, "warning: the kernel skipped %d TCP hook runs (the same hook was running on that CPU): network causes may be incomplete\n")
 		}
 	}
 	done := make(chan struct{})
