@@ -56,7 +56,7 @@ test: build ## every test; as root the kernel and fault-lab tests run too
 test-unprivileged: ## the unit tests as user nobody: root-only tests must skip with a reason
 	@rm -rf /tmp/tt-unpriv && mkdir -p /tmp/tt-unpriv/bin && chmod -R 777 /tmp/tt-unpriv
 	$(GO) build -o /tmp/tt-unpriv/bin/tracer ./cmd/tracer
-	for p in tcpclient tcpsink deadlines httpload labapp ctxstorm; do $(GO) build -o /tmp/tt-unpriv/bin/$$p ./internal/testprog/$$p; done
+	for p in tcpclient tcpsink deadlines httpload labapp ctxstorm; do $(GO) build -o /tmp/tt-unpriv/bin/$$p ./lab/testprog/$$p; done
 	@set -eo pipefail; for pkg in $$($(GO) list -f '{{if .TestGoFiles}}{{.ImportPath}}{{end}}' ./...); do \
 		dir=$$($(GO) list -f '{{.Dir}}' $$pkg); bin=/tmp/tt-unpriv/$$(basename $$pkg).test; \
 		$(GO) test -c -o $$bin $$pkg; chmod 755 $$bin; \
@@ -74,7 +74,7 @@ accuracy: build ## the accuracy matrix of the correlator in the fault lab (root)
 	$(GO) test -count=1 -run '^TestAccuracyMatrix$$' -v -timeout 30m ./cmd/tracer -args -accuracy.n=$${ACCURACY_N:-40}
 
 kmatrix: ## boot Debian's kernels (6.1, 6.12; amd64, arm64) under qemu + the host: check × kernel table (root)
-	$(GO) run ./internal/kmatrix $(KMATRIXFLAGS)
+	$(GO) run ./lab/kmatrix $(KMATRIXFLAGS)
 
 fuzz: ## run each fuzzer for FUZZTIME (default 60s)
 	FUZZTIME=$${FUZZTIME:-60s} .ci/fuzz

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 // procCPU is a process's user+system time, from /proc/PID/stat.

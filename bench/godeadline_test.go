@@ -14,8 +14,8 @@ import (
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/correlate"
-	"github.com/timeout-tracer/tracer/internal/pipeline"
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/testprog"
+	"github.com/timeout-tracer/tracer/pipeline"
 )
 
 // loadProc drives an httpload process: one process for the whole run, so

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/timeout-tracer/tracer/correlate"
-	"github.com/timeout-tracer/tracer/internal/pipeline"
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/testprog"
+	"github.com/timeout-tracer/tracer/pipeline"
 )
 
 // BenchmarkReportLatency: how long after a deadline expires its report

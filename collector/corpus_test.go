@@ -14,9 +14,9 @@ import (
 	"unsafe"
 
 	"github.com/timeout-tracer/tracer/event"
-	"github.com/timeout-tracer/tracer/internal/fuzzcorpus"
-	"github.com/timeout-tracer/tracer/internal/netlab"
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/fuzzcorpus"
+	"github.com/timeout-tracer/tracer/lab/netlab"
+	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 var writeCorpus = flag.Bool("corpus.write", false, "capture real kernel records into the fuzzers' testdata/fuzz corpora (root, fault lab)")

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/event"
-	"github.com/timeout-tracer/tracer/internal/netlab"
+	"github.com/timeout-tracer/tracer/lab/netlab"
 )
 
 // startEnrich starts the optional enrichment or skips, with the kernel's

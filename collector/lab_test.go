@@ -19,8 +19,8 @@ import (
 
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
-	"github.com/timeout-tracer/tracer/internal/netlab"
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/netlab"
+	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 // These tests make real traffic between two network namespaces, inject real

@@ -12,7 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/timeout-tracer/tracer/internal/workload"
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 // A listening socket of a process: its network namespace and port.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 // startBurner runs a shell busy loop pinned to CPU 0.

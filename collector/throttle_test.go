@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/event"
-	"github.com/timeout-tracer/tracer/internal/cpulab"
-	"github.com/timeout-tracer/tracer/internal/netlab"
+	"github.com/timeout-tracer/tracer/lab/cpulab"
+	"github.com/timeout-tracer/tracer/lab/netlab"
 )
 
 func writeFiles(t *testing.T, root string, files map[string]string) {

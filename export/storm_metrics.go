@@ -7,7 +7,7 @@ import (
 )
 
 // StormStats are the storm guard's counters of one traced process (see
-// internal/storm): probes detached because they hit too fast.
+// pipeline/storm): probes detached because they hit too fast.
 type StormStats struct {
 	Trips           uint64
 	DetachedSeconds float64

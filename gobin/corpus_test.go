@@ -5,7 +5,7 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/timeout-tracer/tracer/internal/fuzzcorpus"
+	"github.com/timeout-tracer/tracer/lab/fuzzcorpus"
 )
 
 var writeCorpus = flag.Bool("corpus.write", false, "write the fuzzers' seed corpora into testdata/fuzz from real binaries")

@@ -17,7 +17,7 @@ import (
 func buildLabapp(t *testing.T, name, goarch string, args ...string) *Binary {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "labapp-"+name)
-	cmd := exec.Command("go", append(append([]string{"build", "-o", path}, args...), "../internal/testprog/labapp")...)
+	cmd := exec.Command("go", append(append([]string{"build", "-o", path}, args...), "../lab/testprog/labapp")...)
 	cmd.Env = goEnv("GOARCH="+goarch, "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build labapp %s: %v\n%s", name, err, out)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/correlate"
-	"github.com/timeout-tracer/tracer/internal/netlab"
+	"github.com/timeout-tracer/tracer/lab/netlab"
 )
 
 // accuracyN scales the matrix: `make accuracy` runs it with -accuracy.n=40;

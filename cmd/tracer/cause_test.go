@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/timeout-tracer/tracer/internal/netlab"
+	"github.com/timeout-tracer/tracer/lab/netlab"
 )
 
 // networkClasses are the causes that blame the network.

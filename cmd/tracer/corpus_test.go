@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/timeout-tracer/tracer/internal/fuzzcorpus"
-	"github.com/timeout-tracer/tracer/internal/netlab"
+	"github.com/timeout-tracer/tracer/lab/fuzzcorpus"
+	"github.com/timeout-tracer/tracer/lab/netlab"
 )
 
 var writeCorpus = flag.Bool("corpus.write", false, "write record.FuzzReader's corpus from real `tracer record` runs (root, fault lab)")

@@ -19,12 +19,12 @@ import (
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/adaptive"
-	"github.com/timeout-tracer/tracer/internal/agent"
-	"github.com/timeout-tracer/tracer/internal/kube"
-	"github.com/timeout-tracer/tracer/internal/pipeline"
-	"github.com/timeout-tracer/tracer/internal/storm"
-	"github.com/timeout-tracer/tracer/internal/workload"
+	"github.com/timeout-tracer/tracer/pipeline"
+	"github.com/timeout-tracer/tracer/pipeline/adaptive"
+	"github.com/timeout-tracer/tracer/pipeline/agent"
+	"github.com/timeout-tracer/tracer/pipeline/storm"
+	"github.com/timeout-tracer/tracer/workload"
+	"github.com/timeout-tracer/tracer/workload/kube"
 )
 
 type daemonFlags struct {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/deploy"
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 // daemonRun is a `tracer daemon` under test: its JSON logs and reports,

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/timeout-tracer/tracer/correlate"
-	"github.com/timeout-tracer/tracer/internal/netlab"
+	"github.com/timeout-tracer/tracer/lab/netlab"
 )
 
 // TestCauseDialExact: net/http dials on a goroutine of its own, so a

@@ -28,7 +28,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/netlab"
+	"github.com/timeout-tracer/tracer/lab/netlab"
 )
 
 // freeLoopbackPort is a loopback port nothing listens on now.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/cpulab"
-	"github.com/timeout-tracer/tracer/internal/netlab"
+	"github.com/timeout-tracer/tracer/lab/cpulab"
+	"github.com/timeout-tracer/tracer/lab/netlab"
 )
 
 // These lab runs make the client itself the cause of its timeouts — a

@@ -12,7 +12,7 @@ import (
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/pipeline"
+	"github.com/timeout-tracer/tracer/pipeline"
 	"github.com/timeout-tracer/tracer/record"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 // TestRecordReplay: record a lab run with a slow server, then replay the

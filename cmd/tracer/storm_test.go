@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/storm"
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/testprog"
+	"github.com/timeout-tracer/tracer/pipeline/storm"
 )
 
 // stormRSSBound is the tracer's memory bound under a context storm: its

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/timeout-tracer/tracer/internal/adaptive"
-	"github.com/timeout-tracer/tracer/internal/pipeline"
-	"github.com/timeout-tracer/tracer/internal/storm"
+	"github.com/timeout-tracer/tracer/pipeline"
+	"github.com/timeout-tracer/tracer/pipeline/adaptive"
+	"github.com/timeout-tracer/tracer/pipeline/storm"
 )
 
 // targetFlags are the flags of the commands that attach to one Go process

@@ -15,8 +15,8 @@ import (
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/netlab"
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/netlab"
+	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 // targetCounts is what the deadlines target counts itself.
@@ -152,7 +152,7 @@ var createdRE = regexp.MustCompile(`^(\S+) \((.+):(\d+)\)$`)
 
 // markerLines maps "created:<fn>" markers of the target's source to lines.
 func markerLines(t *testing.T) map[string]int {
-	src, err := os.ReadFile("../../internal/testprog/deadlines/main.go")
+	src, err := os.ReadFile("../../lab/testprog/deadlines/main.go")
 	if err != nil {
 		t.Fatal(err)
 	}

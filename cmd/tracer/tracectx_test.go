@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/internal/netlab"
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/netlab"
+	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 // labLine is one JSON line of the lab application: the ground truth.

@@ -1,4 +1,4 @@
-// Package testprog builds the small programs under internal/testprog, and
+// Package testprog builds the small programs under lab/testprog, and
 // the tracer itself, for tests that run them as separate processes (so that
 // a socket's owner is not the tracer). Each is built once per test binary.
 package testprog
@@ -18,7 +18,7 @@ var (
 	dir   string
 )
 
-// Path returns the built program internal/testprog/<name>. With
+// Path returns the built program lab/testprog/<name>. With
 // TT_TEST_BIN_DIR set (make test-unprivileged) it uses the prebuilt one.
 func Path(tb testing.TB, name string) string {
 	tb.Helper()
@@ -31,7 +31,7 @@ func Tracer(tb testing.TB) string {
 	return build(tb, "tracer", filepath.Join("..", "..", "cmd", "tracer"))
 }
 
-// Variant builds internal/testprog/<name> with extra go build flags and
+// Variant builds lab/testprog/<name> with extra go build flags and
 // environment (e.g. "-ldflags=-s -w", GOARCH=arm64), cached under key.
 func Variant(tb testing.TB, name, key string, env []string, flags ...string) string {
 	tb.Helper()

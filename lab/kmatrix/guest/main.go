@@ -1,7 +1,7 @@
 // Command guest runs the kernel-matrix checks on the kernel it finds itself
 // on: it loads and attaches every program the tracer ships, runs the Go
 // deadline probes against a Go target and makes a loopback retransmit, and
-// prints one line per check for the host-side driver (internal/kmatrix):
+// prints one line per check for the host-side driver (lab/kmatrix):
 //
 //	KMATRIX info release="<uname -r>" arch=<GOARCH>
 //	KMATRIX check=<name> result=pass|known|fail secs=<s> detail="..."

@@ -11,10 +11,10 @@ import (
 // guestProgs are the programs every guest runs: the checks (its /init) and
 // the test programs they start, each static (CGO_ENABLED=0).
 var guestProgs = []struct{ name, pkg string }{
-	{"guest", "./internal/kmatrix/guest"},
-	{"deadlines", "./internal/testprog/deadlines"},
-	{"tcpsink", "./internal/testprog/tcpsink"},
-	{"tcpclient", "./internal/testprog/tcpclient"},
+	{"guest", "./lab/kmatrix/guest"},
+	{"deadlines", "./lab/testprog/deadlines"},
+	{"tcpsink", "./lab/testprog/tcpsink"},
+	{"tcpclient", "./lab/testprog/tcpclient"},
 }
 
 // moduleRoot is the directory of the go.mod the driver runs in.

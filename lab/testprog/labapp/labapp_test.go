@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/timeout-tracer/tracer/internal/testprog"
+	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 var (

@@ -20,8 +20,8 @@ import (
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/correlate"
-	"github.com/timeout-tracer/tracer/internal/pipeline"
-	"github.com/timeout-tracer/tracer/internal/workload"
+	"github.com/timeout-tracer/tracer/pipeline"
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 // Identity is what the agent knows of a process: its executable, cgroup,

@@ -35,7 +35,7 @@ func newTelemetry() *telemetry {
 
 // tracer is the tracer for spans labapp starts itself.
 func (t *telemetry) tracer() trace.Tracer {
-	return t.provider.Tracer("github.com/timeout-tracer/tracer/internal/testprog/labapp")
+	return t.provider.Tracer("github.com/timeout-tracer/tracer/lab/testprog/labapp")
 }
 
 // shutdown ends the tracer provider.

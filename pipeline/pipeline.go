@@ -20,8 +20,8 @@ import (
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
-	"github.com/timeout-tracer/tracer/internal/adaptive"
-	"github.com/timeout-tracer/tracer/internal/storm"
+	"github.com/timeout-tracer/tracer/pipeline/adaptive"
+	"github.com/timeout-tracer/tracer/pipeline/storm"
 )
 
 // Config says what to trace and how.

@@ -1,6 +1,6 @@
 // Command kmatrix is the kernel matrix (make kmatrix): it boots Debian's
 // kernels for amd64 and arm64 under qemu (TCG, one CPU) with the guest
-// checks (internal/kmatrix/guest) as /init, runs the same checks on the
+// checks (lab/kmatrix/guest) as /init, runs the same checks on the
 // host kernel, and prints kernel × arch × check → pass/fail. It exits
 // non-zero when any check fails or any guest does not finish.
 //

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/gobin"
-	"github.com/timeout-tracer/tracer/internal/storm"
+	"github.com/timeout-tracer/tracer/pipeline/storm"
 )
 
 // guardTick runs the storm guard four times a second: it detaches every probe
