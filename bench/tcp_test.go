@@ -12,12 +12,13 @@ import (
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/lab/netlab"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 func requireTracing(b *testing.B) {
 	b.Helper()
-	netlab.RequireRoot(b)
+	testenv.Root(b)
 	if err := collector.Preflight(); err != nil {
 		b.Skipf("kernel tracing unavailable: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/lab/netlab"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
@@ -32,7 +33,7 @@ const labPort = 8080
 // requireTracing is the one skip helper of the kernel tests.
 func requireTracing(t *testing.T) {
 	t.Helper()
-	netlab.RequireRoot(t)
+	testenv.Root(t)
 	if err := Preflight(); err != nil {
 		t.Skipf("kernel tracing unavailable: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/lab/cpulab"
-	"github.com/timeout-tracer/tracer/lab/netlab"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 )
 
 func writeFiles(t *testing.T, root string, files map[string]string) {
@@ -105,7 +105,7 @@ func TestStartThrottleRejectsAMissingProcess(t *testing.T) {
 // A real cgroup with a 20 % quota and a process that burns CPU in it: the
 // sampler reports throttled time, about what the cgroup's own counter says.
 func TestThrottleOfABurnerInATightCgroup(t *testing.T) {
-	netlab.RequireRoot(t)
+	testenv.Root(t)
 	cg, err := cpulab.NewCgroup("tt-collector-throttle", 20*time.Millisecond, 100*time.Millisecond)
 	if err != nil {
 		t.Skipf("no cgroup with a CPU quota here: %v", err)
