@@ -5,12 +5,10 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -67,7 +65,7 @@ type Sink struct {
 	// (activity samples included), in time order: metrics.
 	TCP func(*event.TCP) error
 	// Call, if set, gets every outbound call the call probes see
-	// (Config.Audit), with or without a deadline, as it arrives: metrics.
+	// (Config.Audit), with or without a deadline, in stream order: metrics.
 	Call func(*event.Call) error
 	// Storm, if set, gets each switch of the storm guard: on = probes
 	// detached (expiries not seen until off).
@@ -84,24 +82,19 @@ type Pipeline struct {
 	goP  *collector.GoProbes // Start: the process
 	goN  *collector.GoNode
 	node bool
-	corr *correlate.Correlator
-	buf  []event.Any
+	// merge orders the sources' events on their watermarks; stream is
+	// everything after it (correlator, audit), the same pure code `tracer
+	// replay` runs. Run's goroutine only.
+	merge  *correlate.Merge
+	stream *correlate.Stream
+	// progress says, per source (the src* constants), the monotonic time
+	// before which it has handed over every event.
+	progress [nSources]func() uint64
 
 	mu    sync.Mutex
 	procs map[uint32]*procState
 	added []uint32 // processes added since Run last looked: watch their activity
 	sink  Sink
-	drops uint64
-	// peers names the connections the kernel reported, for audit lines:
-	// cookie -> peer address. Bounded: cleared when full.
-	peers map[uint64]string
-	// lastTCP is the last kernel event of each connection (bounded like
-	// peers), for the network state of hung calls.
-	lastTCP map[uint64]event.TCP
-	// missing are calls without a deadline waiting for release.
-	missing []event.Call
-	// open are the calls without a deadline still in flight, by goroutine.
-	open map[callKey]*openCall
 	// local are the local-cause sources.
 	local local
 	// guard is the storm guard (Start only; nil when off); guardAt when it
@@ -129,103 +122,19 @@ type procState struct {
 	goidOff int64
 }
 
-type callKey struct {
-	pid  uint32
-	goid uint64
-}
+// The sources the pipeline merges, in the order of Pipeline.progress.
+const (
+	srcTCP = iota
+	srcDeadlines
+	srcBindings
+	srcLocal
+	srcCalls
+	nSources
+)
 
-type openCall struct {
-	call     event.Call
-	reported bool
-}
-
-// maxOpen bounds the calls without a deadline tracked for hung_call.
-const maxOpen = 65536
-
-// missingPeerWait is how long a deadline_missing line waits for its
-// connection's peer when the kernel has not named it yet: a connection
-// opened before the tracer is learnt from its first send, which comes just
-// after the call's probe (seen: a gRPC client's first call reported with
-// no target, under load).
-const missingPeerWait = 300 * time.Millisecond
-
-func (p *Pipeline) releaseMissing(upTo uint64) error {
-	slices.SortStableFunc(p.missing, func(a, b event.Call) int { return cmp.Compare(a.Mono, b.Mono) })
-	n := 0
-	for ; n < len(p.missing) && p.missing[n].Mono <= upTo; n++ {
-		c := &p.missing[n]
-		if _, known := p.peers[c.Cookie]; !known && c.Cookie != 0 && upTo-c.Mono < uint64(missingPeerWait) {
-			break // in order: the later ones wait with it
-		}
-		if err := p.sink.Missing(c, p.peers[c.Cookie]); err != nil {
-			return err
-		}
-	}
-	p.missing = append(p.missing[:0], p.missing[n:]...)
-	return nil
-}
-
-const maxPeers = 65536
-
-func (p *Pipeline) notePeer(ev *event.TCP) {
-	if ev.Cookie == 0 || !ev.Peer.IsValid() || ev.Peer.Port() == 0 {
-		return
-	}
-	if p.peers == nil || len(p.peers) >= maxPeers {
-		p.peers = make(map[uint64]string)
-		p.lastTCP = make(map[uint64]event.TCP)
-	}
-	p.peers[ev.Cookie] = ev.Peer.String()
-	if !ev.Kind.Lifecycle() {
-		p.lastTCP[ev.Cookie] = *ev
-	}
-}
-
-// trackCall keeps the calls without a deadline in flight, for hung_call.
-func (p *Pipeline) trackCall(c *event.Call) {
-	k := callKey{c.PID, c.Goid}
-	if c.End {
-		delete(p.open, k)
-		return
-	}
-	if c.HasDeadline || p.sink.Hung == nil || c.Kind != "http" {
-		return // only net/http calls have an end probe: a gRPC stream may live long
-	}
-	if p.open == nil {
-		p.open = make(map[callKey]*openCall)
-	}
-	if len(p.open) >= maxOpen {
-		p.log.Warn("too many calls without a deadline in flight: hung_call tracking restarted", "tracked", len(p.open))
-		clear(p.open)
-	}
-	p.open[k] = &openCall{call: *c}
-}
-
-// reportHung says, once per call, which calls without a deadline have
-// been waiting longer than HangAfter.
-func (p *Pipeline) reportHung(now time.Time) error {
-	hang := p.cfg.HangAfter
-	if hang == 0 {
-		hang = 10 * time.Second
-	}
-	for _, oc := range p.open {
-		if oc.reported || now.Sub(oc.call.Time) < hang {
-			continue
-		}
-		oc.reported = true
-		var conn *event.TCP
-		if t, ok := p.lastTCP[oc.call.Cookie]; ok {
-			conn = &t
-		}
-		if err := p.sink.Hung(&oc.call, p.peers[oc.call.Cookie], now.Sub(oc.call.Time), conn); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// reorder is how long events wait to be merged: the two ring buffers are
-// read on their own schedules (each polls within 100 ms).
+// reorder is what a source without its own progress is assumed to lag:
+// the ring buffers are read on their own schedules (each polls within
+// 100 ms).
 const reorder = 250 * time.Millisecond
 
 // Start attaches everything for process cfg.PID. On error nothing is left
@@ -297,11 +206,27 @@ func newPipeline(cfg Config, sink Sink) *Pipeline {
 }
 
 func (p *Pipeline) corrStart() (err error) {
-	ccfg := correlate.DefaultConfig()
-	ccfg.ActivityResolution = p.cfg.Activity
-	p.corr, err = correlate.New(ccfg)
+	cfg := correlate.StreamConfig{Correlator: correlate.DefaultConfig()}
+	cfg.Correlator.ActivityResolution = p.cfg.Activity
+	if p.cfg.Audit {
+		cfg.Audit = &correlate.AuditConfig{Missing: p.sink.Missing != nil, Hung: p.sink.Hung != nil, HangAfter: p.cfg.HangAfter}
+	}
+	if p.node {
+		// The node's kernel collector sees every process: only the traced
+		// ones (and sockets of no known owner) concern reports.
+		cfg.Keep = p.Traced
+	}
+	p.stream, err = correlate.NewStream(cfg, sinkOutput{&p.sink})
+	p.merge = correlate.NewMerge(nSources)
+	for i := range p.progress {
+		p.progress[i] = lagging
+	}
 	return err
 }
+
+// lagging is the progress of a source that does not say its own: the
+// wall clock less reorder.
+func lagging() uint64 { return monoNow() - uint64(reorder) }
 
 // AddProcess starts tracing process pid (StartNode). Errors wrapping
 // collector.ErrNotTraceable mean it cannot be traced; nothing is left
@@ -390,7 +315,7 @@ func (p *Pipeline) watchAdded() {
 	p.mu.Unlock()
 	now := monoNow()
 	for _, pid := range added {
-		p.corr.WatchActivity(pid, now)
+		p.stream.Correlator().WatchActivity(pid, now)
 	}
 }
 
@@ -463,84 +388,47 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			tick.Reset(tickBusy)
 		}
 	}
-	tcpEvents, goEvents, bindings := p.tcp.Events(), p.goN.Events(), p.goN.Bindings()
-	localEvents := p.local.events()
-	var calls <-chan event.Call
-	if p.cfg.Audit {
-		calls = p.goN.Calls()
-	}
+	in := p.inputs()
 	for {
 		select {
-		case ev, ok := <-tcpEvents:
+		case ev, ok := <-in.tcp:
 			if !ok {
 				return errors.New("kernel event stream ended unexpectedly")
 			}
-			p.buf = append(p.buf, &ev)
+			p.merge.Add(&ev)
 			wake()
-		case c, ok := <-calls:
+		case c, ok := <-in.calls:
 			if !ok {
-				calls = nil
+				in.calls = nil
 				continue
 			}
-			if p.sink.Call != nil {
-				if err := p.sink.Call(&c); err != nil {
-					return err
-				}
-			}
-			p.trackCall(&c)
-			if !c.End && !c.HasDeadline && p.sink.Missing != nil {
-				// Said in stream order, so the connection's peer (from
-				// the kernel events before the call) is known.
-				p.missing = append(p.missing, c)
-				wake()
-			}
-		case d, ok := <-goEvents:
+			p.merge.Add(&c)
+			wake()
+		case d, ok := <-in.deadlines:
 			if !ok {
 				return errors.New("deadline event stream ended unexpectedly")
 			}
-			p.buf = append(p.buf, &d)
+			p.merge.Add(&d)
 			wake()
-			ps := p.proc(d.PID)
-			if ps != nil {
-				p.countExpiry(ps, d.Mono)
-			}
-			if ps != nil && p.cfg.Detail == "auto" && !p.stormTripped() && !p.exeTripped(ps) && ps.ctl.Observe(time.Now()) {
-				p.switchDetail(ps, true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))
-			}
-		case b, ok := <-bindings:
+			p.observeExpiry(&d)
+		case b, ok := <-in.bindings:
 			if !ok {
-				bindings = nil // closed with the probes: stop selecting it
+				in.bindings = nil // closed with the probes: stop selecting it
 				continue
 			}
-			p.buf = append(p.buf, &b)
+			p.merge.Add(&b)
 			wake()
-		case l, ok := <-localEvents:
+		case l, ok := <-in.local:
 			if !ok {
-				localEvents = nil
+				in.local = nil
 				continue
 			}
-			p.buf = append(p.buf, &l)
+			p.merge.Add(&l)
 			wake()
 		case <-tick.C:
 			p.watchAdded()
-			if p.cfg.Detail == "auto" {
-				now := time.Now()
-				p.mu.Lock()
-				var quiet []*procState
-				for _, ps := range p.procs {
-					if ps.ctl.Tick(now) {
-						quiet = append(quiet, ps)
-					}
-				}
-				p.mu.Unlock()
-				for _, ps := range quiet {
-					p.switchDetail(ps, false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet))
-				}
-			}
-			if err := p.release(monoNow() - uint64(reorder)); err != nil {
-				return err
-			}
-			if err := p.reportHung(time.Now()); err != nil {
+			p.controlTick()
+			if err := p.release(in); err != nil {
 				return err
 			}
 			if err := p.nodeGuardTick(time.Now()); err != nil {
@@ -549,106 +437,197 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			if err := p.guardTick(time.Now()); err != nil {
 				return err
 			}
-			busy = len(p.buf) > 0 || p.corr.Waiting() > 0 || len(p.missing) > 0
+			busy = p.merge.Buffered() > 0 || p.stream.Waiting()
 			if busy {
 				tick.Reset(tickBusy)
 			} else {
 				tick.Reset(tickIdle)
 			}
 		case <-exited:
-			return p.finish(tcpEvents, goEvents, bindings)
+			return p.finish(in)
 		case <-ctx.Done():
-			return p.finish(tcpEvents, goEvents, bindings)
+			return p.finish(in)
 		}
 	}
 }
 
-// finish takes what the ring buffers still hold (one poll interval), then
-// releases everything and flushes the correlator's pending deadlines.
-func (p *Pipeline) finish(tcpEvents <-chan event.TCP, goEvents <-chan event.Deadline, bindings <-chan event.Binding) error {
-	end := time.After(2 * reorder)
-	localEvents := p.local.events()
+// inputs are the channels Run merges; nil ones are not selected.
+type inputs struct {
+	tcp       <-chan event.TCP
+	deadlines <-chan event.Deadline
+	bindings  <-chan event.Binding
+	local     <-chan event.Local
+	calls     <-chan event.Call
+}
+
+func (p *Pipeline) inputs() *inputs {
+	in := &inputs{tcp: p.tcp.Events(), deadlines: p.goN.Events(), bindings: p.goN.Bindings(), local: p.local.events()}
+	if p.cfg.Audit {
+		in.calls = p.goN.Calls()
+	}
+	return in
+}
+
+// drain takes, without waiting, what the channels hold.
+func (p *Pipeline) drain(in *inputs) {
 	for {
 		select {
-		case l, ok := <-localEvents:
-			if ok {
-				p.buf = append(p.buf, &l)
+		case ev, ok := <-in.tcp:
+			if !ok {
+				return
 			}
-		case ev, ok := <-tcpEvents:
-			if ok {
-				p.buf = append(p.buf, &ev)
+			p.merge.Add(&ev)
+		case d, ok := <-in.deadlines:
+			if !ok {
+				return
 			}
-		case d, ok := <-goEvents:
-			if ok {
-				p.buf = append(p.buf, &d)
+			p.merge.Add(&d)
+			p.observeExpiry(&d)
+		case b, ok := <-in.bindings:
+			if !ok {
+				in.bindings = nil
+				continue
 			}
-		case b, ok := <-bindings:
-			if ok {
-				p.buf = append(p.buf, &b)
+			p.merge.Add(&b)
+		case l, ok := <-in.local:
+			if !ok {
+				in.local = nil
+				continue
 			}
-		case <-end:
-			if err := p.release(^uint64(0)); err != nil {
-				return err
+			p.merge.Add(&l)
+		case c, ok := <-in.calls:
+			if !ok {
+				in.calls = nil
+				continue
 			}
-			return p.emit(p.corr.Flush())
+			p.merge.Add(&c)
+		default:
+			return
 		}
 	}
 }
 
-// release hands the buffered events up to mono to the sinks in time order.
-func (p *Pipeline) release(upTo uint64) error {
-	slices.SortStableFunc(p.buf, func(a, b event.Any) int {
-		ma, mb := a.MonoTime(), b.MonoTime()
-		switch {
-		case ma < mb:
-			return -1
-		case ma > mb:
-			return 1
-		}
-		return 0
-	})
-	n := 0
-	for ; n < len(p.buf) && p.buf[n].MonoTime() <= upTo; n++ {
-		ev := p.buf[n]
-		if t, ok := ev.(*event.TCP); ok {
-			p.notePeer(t)
-			if p.sink.TCP != nil {
-				if err := p.sink.TCP(t); err != nil {
-					return err
-				}
-			}
-			// The node's kernel collector sees every process: only the
-			// traced ones (and sockets of no known owner) concern reports.
-			if p.node && t.PID != 0 && !p.Traced(t.PID) {
-				continue
-			}
-		}
-		if p.sink.Event != nil {
-			if err := p.sink.Event(ev); err != nil {
-				return err
-			}
-		}
-		if p.sink.Report != nil {
-			if err := p.emit(p.corr.Push(ev)); err != nil {
-				return err
-			}
+// observeExpiry counts an expiry for the storm guard and the adaptive
+// detail switch.
+func (p *Pipeline) observeExpiry(d *event.Deadline) {
+	ps := p.proc(d.PID)
+	if ps == nil {
+		return
+	}
+	p.countExpiry(ps, d.Mono)
+	if p.cfg.Detail == "auto" && !p.stormTripped() && !p.exeTripped(ps) && ps.ctl.Observe(time.Now()) {
+		p.switchDetail(ps, true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))
+	}
+}
+
+// controlTick switches off the detail tier of processes that have been
+// quiet long enough.
+func (p *Pipeline) controlTick() {
+	if p.cfg.Detail != "auto" {
+		return
+	}
+	now := time.Now()
+	p.mu.Lock()
+	var quiet []*procState
+	for _, ps := range p.procs {
+		if ps.ctl.Tick(now) {
+			quiet = append(quiet, ps)
 		}
 	}
-	p.buf = append(p.buf[:0], p.buf[n:]...)
-	if err := p.releaseMissing(upTo); err != nil {
+	p.mu.Unlock()
+	for _, ps := range quiet {
+		p.switchDetail(ps, false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet))
+	}
+}
+
+// release hands the events before the sources' watermark to the stream in
+// time order, then tells it that time has come that far. Each source's
+// progress is read before its channel is drained: everything it handed
+// over before that progress is then in the merge.
+func (p *Pipeline) release(in *inputs) error {
+	for i, prog := range p.progress {
+		p.merge.Progress(i, prog())
+	}
+	p.drain(in)
+	w, err := p.merge.Release(p.stream.Push)
+	if err != nil {
 		return err
 	}
-	if p.sink.Report != nil && upTo != ^uint64(0) {
-		return p.emit(p.corr.Advance(upTo))
+	return p.stream.Advance(w)
+}
+
+// finish takes what the ring buffers still hold (until every source has
+// passed the moment Run ended, at most 2×reorder), then releases
+// everything, marks the end of the stream and flushes the correlator.
+func (p *Pipeline) finish(in *inputs) error {
+	end := monoNow()
+	deadline := time.After(2 * reorder)
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+wait:
+	for {
+		select {
+		case <-deadline:
+			break wait
+		case <-poll.C:
+			done := true
+			for _, prog := range p.progress {
+				done = done && prog() >= end
+			}
+			p.drain(in)
+			if done {
+				break wait
+			}
+		}
+	}
+	p.drain(in)
+	if err := p.merge.Drain(p.stream.Push); err != nil {
+		return err
+	}
+	if err := p.stream.Push(&event.Mark{Mono: max(end, p.stream.Now())}); err != nil {
+		return err
+	}
+	return p.stream.Flush()
+}
+
+// Stats are the join's counters.
+func (p *Pipeline) Stats() correlate.Stats { return p.stream.Correlator().Stats() }
+
+// sinkOutput is a Sink as the stream's Output.
+type sinkOutput struct{ s *Sink }
+
+func (o sinkOutput) Kernel(t *event.TCP) error {
+	if o.s.TCP != nil {
+		return o.s.TCP(t)
 	}
 	return nil
 }
 
-func (p *Pipeline) emit(rs []correlate.Report) error {
-	for i := range rs {
-		if err := p.sink.Report(&rs[i]); err != nil {
+func (o sinkOutput) Event(ev event.Any) error {
+	if c, ok := ev.(*event.Call); ok && o.s.Call != nil {
+		if err := o.s.Call(c); err != nil {
 			return err
 		}
+	}
+	if o.s.Event != nil {
+		return o.s.Event(ev)
+	}
+	return nil
+}
+
+func (o sinkOutput) Report(r *correlate.Report) error {
+	if o.s.Report != nil {
+		return o.s.Report(r)
+	}
+	return nil
+}
+
+func (o sinkOutput) Audit(l *correlate.AuditLine) error {
+	switch {
+	case l.Kind == correlate.AuditMissing && o.s.Missing != nil:
+		return o.s.Missing(&l.Call, l.Peer)
+	case l.Kind == correlate.AuditHung && o.s.Hung != nil:
+		return o.s.Hung(&l.Call, l.Peer, l.Waiting, l.Conn)
 	}
 	return nil
 }
