@@ -90,6 +90,9 @@ type Pipeline struct {
 	// progress says, per source (the src* constants), the monotonic time
 	// before which it has handed over every event.
 	progress [nSources]func() uint64
+	// in are the sources' channels; nil: the collectors' (tests set their
+	// own).
+	in *inputs
 
 	mu    sync.Mutex
 	procs map[uint32]*procState
@@ -388,7 +391,10 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			tick.Reset(tickBusy)
 		}
 	}
-	in := p.inputs()
+	in := p.in
+	if in == nil {
+		in = p.inputs()
+	}
 	for {
 		select {
 		case ev, ok := <-in.tcp:
@@ -590,8 +596,13 @@ wait:
 	return p.stream.Flush()
 }
 
-// Stats are the join's counters.
+// Stats are the join's counters. Run's goroutine, or after Run returned.
 func (p *Pipeline) Stats() correlate.Stats { return p.stream.Correlator().Stats() }
+
+// Late is the number of events that reached the merge behind its
+// watermark (a source said more progress than it had made): released at
+// once, out of order, never dropped. Run's goroutine, or after Run.
+func (p *Pipeline) Late() uint64 { return p.merge.Late() }
 
 // sinkOutput is a Sink as the stream's Output.
 type sinkOutput struct{ s *Sink }
