@@ -128,7 +128,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		cfg.EphemeralPorts = [2]uint16{32768, 60999}
 	}
 	if cfg.Processes == nil {
-		cfg.Processes = NewProcesses("", 0)
+		cfg.Processes = NewProcesses(0)
 	}
 	m := &Metrics{
 		cfg: cfg, reg: prometheus.NewRegistry(),

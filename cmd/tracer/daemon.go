@@ -309,8 +309,12 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 		Rescan:       f.rescan,
 		Logger:       log,
 	}
+	// Each process's identity is resolved once, when it is attached, and
+	// the exporters carry it: they read no /proc.
+	cfg.OnAttach = func(id agent.Identity, _ time.Duration) { ex.procs.Add(export.ProcessOf(id)) }
 	if m := ex.metrics; m != nil {
 		cfg.OnAttach = func(id agent.Identity, since time.Duration) {
+			ex.procs.Add(export.ProcessOf(id))
 			m.Attached(1)
 			if since > 0 {
 				m.ObserveAttach(since)

@@ -349,6 +349,12 @@ func (a *Agent) consider(c candidate) {
 			return
 		}
 	}
+	// The service it names itself: read once, for the admitted ones only.
+	if svc, err := workload.ReadService(a.cfg.ProcRoot, id.PID); err == nil {
+		id.Service = svc
+	} else {
+		a.log.Debug("service name not read: the executable names it", "pid", id.PID, "err", err)
+	}
 	a.mu.Lock()
 	full := len(a.traced) >= a.cfg.MaxProcesses
 	a.mu.Unlock()
