@@ -208,3 +208,29 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 		t.Errorf("%v allocations per 4 events", n)
 	}
 }
+
+// NextDue names the first stream time at which Advance reports the
+// waiting deadline, and nothing before.
+func TestNextDue(t *testing.T) {
+	c, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.NextDue(); ok {
+		t.Fatal("due with nothing waiting")
+	}
+	c.Push(&event.Deadline{Mono: 1000, PID: 1, Ctx: 1, Kind: event.TimerFired})
+	due, ok := c.NextDue()
+	if !ok {
+		t.Fatal("nothing due after an expiry")
+	}
+	if n := len(c.Advance(due - 1)); n != 0 {
+		t.Fatalf("%d reports before the due time", n)
+	}
+	if n := len(c.Advance(due)); n != 1 {
+		t.Fatalf("%d reports at the due time, want 1", n)
+	}
+	if _, ok := c.NextDue(); ok {
+		t.Fatal("still due after the report")
+	}
+}

@@ -110,6 +110,12 @@ func (s *Stream) Waiting() bool {
 	return s.corr.Waiting() > 0 || (s.audit != nil && s.audit.Waiting())
 }
 
+// NextDue is the stream time at which time passing alone next produces a
+// report (an audit line may come earlier: Waiting says whether one can);
+// false when no report waits. The live pipeline asks its sources for their
+// progress then, so that a report leaves as soon as its grace window ends.
+func (s *Stream) NextDue() (uint64, bool) { return s.corr.NextDue() }
+
 // Flush ends the stream: every pending report and audit line is said.
 func (s *Stream) Flush() error {
 	if err := s.auditLines(auditFlush(s.audit)); err != nil {
