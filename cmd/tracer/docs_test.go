@@ -152,7 +152,11 @@ func TestDocsCheckerCatches(t *testing.T) {
 		"```text\n" + // 20
 		"tracer f591a20 (output, not a command)\n" + // 21: not checked
 		"```\n" + // 22
-		"`tracer tcp --pid N --peer 10.0.0.0/8` and `tracer tcp --peer 10.0.0.0/33`\n" // 23: one of each
+		"`tracer tcp --pid N --peer 10.0.0.0/8` and `tracer tcp --peer 10.0.0.0/33`\n" + // 23: one of each
+		"```sh\n" + // 24
+		"./bin/tracer tcp --duration 5s > /tmp/out 2>&1 & sleep 1; make X\n" + // 25: fine
+		"bin/tracer tcp --pid $! 2> err & ./bin/tracer tcp --pidd 1 >>out\n" + // 26: the second is wrong
+		"```\n" // 27
 	targets := map[string]bool{"build": true, "deps": true, "test": true}
 	problems := checkDocCommands(docCommands(doc), targets)
 	got := map[int][]string{}
@@ -162,6 +166,7 @@ func TestDocsCheckerCatches(t *testing.T) {
 	want := map[int]string{ // line → a word of the error, or "" when it must pass
 		3: "unknown flag", 4: "unknown command", 5: "yaml", 6: "no-such-target", 7: "", 8: "",
 		9: "notanumber", 11: "", 14: "", 15: "nope", 16: "otlp-insecur", 18: "", 21: "",
+		25: "", 26: "pidd",
 	}
 	for line, word := range want {
 		errs := got[line]
@@ -193,6 +198,7 @@ var (
 	inlineCodeRe  = regexp.MustCompile("`([^`]+)`")
 	placeholderRe = regexp.MustCompile(`^([A-Z][A-Z0-9_]*|<[^>]+>|\$.*|"\$.*)$`)
 	assignRe      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+	redirectRe    = regexp.MustCompile(`^[0-9]*(?:&?>>?|<)(&[0-9-]+|\S*)$`)
 )
 
 // shellFences are the info strings of fenced blocks whose lines are
@@ -324,6 +330,8 @@ func shellSegments(s string) [][]string {
 		case c == '&' && i+1 < len(rs) && rs[i+1] == '&', c == '|' && i+1 < len(rs) && rs[i+1] == '|':
 			endSeg()
 			i++
+		case c == '&' && !(i > 0 && rs[i-1] == '>') && !(i+1 < len(rs) && rs[i+1] == '>'):
+			endSeg() // a background job; not 2>&1 or &>file
 		case c == '|':
 			spaced := (i > 0 && (rs[i-1] == ' ' || rs[i-1] == '\t')) || i+1 == len(rs) || rs[i+1] == ' ' || rs[i+1] == '\t'
 			if spaced || !inW {
@@ -345,8 +353,14 @@ func shellSegments(s string) [][]string {
 // command word on.
 func commandWords(seg []string) []string {
 	var words []string
-	for _, w := range seg {
-		w = strings.Trim(w, "[]")
+	for i := 0; i < len(seg); i++ {
+		w := strings.Trim(seg[i], "[]")
+		if m := redirectRe.FindStringSubmatch(w); m != nil && !placeholderRe.MatchString(w) { // not <pid>
+			if m[1] == "" {
+				i++ // `> file`: the file is the next word
+			}
+			continue
+		}
 		if w == "" || w == "..." || w == "…" {
 			continue
 		}
@@ -403,8 +417,8 @@ func checkDocCommands(cmds []docCommand, targets map[string]bool) []docProblem {
 func checkMake(args []string, targets map[string]bool) error {
 	var missing []string
 	for _, a := range args {
-		if strings.HasPrefix(a, "-") || assignRe.MatchString(a) {
-			continue
+		if strings.HasPrefix(a, "-") || assignRe.MatchString(a) || placeholderRe.MatchString(a) {
+			continue // a flag, a variable, or `make X` naming a target in general
 		}
 		if !targets[a] {
 			missing = append(missing, a)
