@@ -29,21 +29,25 @@ import (
 //   - in fenced blocks marked sh, shell, bash, console or unmarked, every
 //     line (a trailing `\` joins the next; an indented line starting with
 //     `[` continues a synopsis); output goes in blocks marked text;
-//   - outside fences, every inline code span;
+//   - outside fences, every inline code span (one of command names alone,
+//     `tracer replay` in a sentence, must name a command but need not have
+//     its arguments);
 //
-// and in either, each part of a pipeline or list (`|`, `&&`, `||`, `;`)
-// whose command word, after `sudo`, `env`, VAR=value, `ip netns exec NS`,
-// `setsid`, `nohup` or `time`, is `tracer` or a path to it (`./bin/tracer`,
-// `bin/tracer`; not the package path `cmd/tracer`), or `make`.
+// and in either, each part of a pipeline or list (`|`, `&&`, `||`, `;`,
+// `&`), redirections dropped, whose command word, after `sudo`, `env`,
+// VAR=value, `ip netns exec NS`, `setsid`, `nohup` or `time`, is `tracer`
+// or a path to it (`./bin/tracer`, `bin/tracer`; not the package path
+// `cmd/tracer`), or `make`.
 //
 // Synopsis notation is understood: `[` and `]` are dropped, `...` ignored,
 // `a|b` as a flag's value is tried with each alternative, and placeholders
-// (upper-case words such as N, PID, FILE, D; <pid>; $VAR, $(...)) become a
-// value of the flag's type: 4242 for numbers, 10s for durations, x for
-// strings (so a placeholder for an enum flag fails: document its values).
-// A flag whose value the command validates itself (output formats, --detail,
-// --local, --otlp-protocol, --log-level, --log-format, --peer) is checked
-// with the command's own validator.
+// (upper-case words such as N, PID, FILE, D; <pid>; $VAR, $!, $(...))
+// become a value of the flag's type: 4242 for numbers, 10s for durations,
+// x for strings (so a placeholder for an enum flag fails: document its
+// values). A flag whose value the command validates itself (output
+// formats, --detail, --local, --otlp-protocol, --log-level, --log-format,
+// --peer) is checked with the command's own validator. `make X` with a
+// placeholder names no target.
 
 // docProblem is one command line of a document that does not work.
 type docProblem struct {
