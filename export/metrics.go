@@ -41,7 +41,7 @@ type MetricsConfig struct {
 // Safe for concurrent use.
 //
 // Every label set is bounded; the bound of each metric is in its doc
-// comment below and in README.md ("Metrics").
+// comment below and in docs/export.md ("Prometheus").
 type Metrics struct {
 	cfg MetricsConfig
 	reg *prometheus.Registry

@@ -227,7 +227,7 @@ func verifyRTOs(evs []event.TCP, owner int, dropped, lost uint64) (string, error
 		// call per port, attached alongside, missed the same firing, and
 		// no program recorded a recursion miss: the tracepoint was not
 		// reached for that retransmission. Why, we have not found (see
-		// the README, "Kernel matrix"). So the gap passes only when our
+		// docs/kmatrix.md). So the gap passes only when our
 		// side lost nothing (ring buffer reserve failures, recursion
 		// misses, undecodable samples) and the RTO at the event is the
 		// first one doubled per step of backoff; the detail names it.
