@@ -474,42 +474,46 @@ func (p *Pipeline) inputs() *inputs {
 	return in
 }
 
-// drain takes, without waiting, what the channels hold.
+// drain takes what the channels hold now, without waiting and no more:
+// a source that keeps its channel full (a storm) must not keep the tick
+// from releasing. The events a source handed over before its progress was
+// read are in its channel by then (or already taken).
 func (p *Pipeline) drain(in *inputs) {
-	for {
-		select {
-		case ev, ok := <-in.tcp:
-			if !ok {
-				return
-			}
-			p.merge.Add(&ev)
-		case d, ok := <-in.deadlines:
-			if !ok {
-				return
-			}
-			p.merge.Add(&d)
-			p.observeExpiry(&d)
-		case b, ok := <-in.bindings:
-			if !ok {
-				in.bindings = nil
-				continue
-			}
-			p.merge.Add(&b)
-		case l, ok := <-in.local:
-			if !ok {
-				in.local = nil
-				continue
-			}
-			p.merge.Add(&l)
-		case c, ok := <-in.calls:
-			if !ok {
-				in.calls = nil
-				continue
-			}
-			p.merge.Add(&c)
-		default:
-			return
+	for n := len(in.tcp); n > 0; n-- {
+		ev, ok := <-in.tcp
+		if !ok {
+			break
 		}
+		p.merge.Add(&ev)
+	}
+	for n := len(in.deadlines); n > 0; n-- {
+		d, ok := <-in.deadlines
+		if !ok {
+			break
+		}
+		p.merge.Add(&d)
+		p.observeExpiry(&d)
+	}
+	for n := len(in.bindings); n > 0; n-- {
+		b, ok := <-in.bindings
+		if !ok {
+			break
+		}
+		p.merge.Add(&b)
+	}
+	for n := len(in.local); n > 0; n-- {
+		l, ok := <-in.local
+		if !ok {
+			break
+		}
+		p.merge.Add(&l)
+	}
+	for n := len(in.calls); n > 0; n-- {
+		c, ok := <-in.calls
+		if !ok {
+			break
+		}
+		p.merge.Add(&c)
 	}
 }
 
