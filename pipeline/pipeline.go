@@ -90,6 +90,9 @@ type Pipeline struct {
 	// progress says, per source (the src* constants), the monotonic time
 	// before which it has handed over every event.
 	progress [nSources]func() uint64
+	// kick, per source, asks it to say its progress now rather than at its
+	// next poll; nil when it cannot.
+	kick [nSources]func()
 	// in are the sources' channels; nil: the collectors' (tests set their
 	// own).
 	in *inputs
@@ -395,6 +398,26 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	if in == nil {
 		in = p.inputs()
 	}
+	// due fires when the next report's grace window ends: the sources are
+	// asked for their progress then, and the report leaves a moment later
+	// instead of at the next tick after the sources' next polls.
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
+	dueAt := uint64(0)
+	armDue := func() {
+		t, ok := p.stream.NextDue()
+		if !ok || t == dueAt {
+			return
+		}
+		dueAt = t
+		now := monoNow()
+		wait := time.Duration(0)
+		if t > now {
+			wait = time.Duration(t - now)
+		}
+		due.Reset(wait)
+	}
 	for {
 		select {
 		case ev, ok := <-in.tcp:
@@ -431,12 +454,21 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			}
 			p.merge.Add(&l)
 			wake()
+		case <-due.C:
+			// Once per due time: if a source still lags, the ticks
+			// release the report.
+			p.kickAll()
+			// The kicked readers drain within a few milliseconds.
+			tick.Reset(5 * time.Millisecond)
+			busy = true
+			continue
 		case <-tick.C:
 			p.watchAdded()
 			p.controlTick()
 			if err := p.release(in); err != nil {
 				return err
 			}
+			armDue()
 			if err := p.nodeGuardTick(time.Now()); err != nil {
 				return err
 			}
@@ -514,6 +546,15 @@ func (p *Pipeline) drain(in *inputs) {
 			break
 		}
 		p.merge.Add(&c)
+	}
+}
+
+// kickAll asks every source that can to say its progress now.
+func (p *Pipeline) kickAll() {
+	for _, k := range p.kick {
+		if k != nil {
+			k()
+		}
 	}
 }
 
