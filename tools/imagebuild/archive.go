@@ -15,7 +15,7 @@ import (
 
 // containerd's import names the image after this annotation of the
 // index.json entry (ctr images import, and the CRI's image store under
-// namespace k8s.io); docker load (25+) and podman load read it too.
+// namespace k8s.io).
 const annotationContainerdName = "io.containerd.image.name"
 
 // writeArchive writes the index as an OCI image layout in one tar

@@ -1,5 +1,5 @@
 // Command imagebuild writes the tracer's OCI image, for amd64 and arm64, to
-// one tar that `ctr images import` (and docker/podman load) read: no
+// one tar that `ctr images import` reads (an OCI image layout): no
 // registry, no container engine, and the same bytes for the same commit.
 // `make image` runs it; docs/kubernetes.md ("Image") says what is inside.
 //
