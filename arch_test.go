@@ -17,6 +17,7 @@ import (
 //	export                       OTLP, Prometheus, CLI writers: on reports, no BPF
 //	pipeline                     wiring of sources, join and sinks
 //	cmd                          flags and wiring only
+//	tools                        build tooling (the image builder)
 //
 // and the labs (lab/, bench/) apart: product code never imports them.
 const module = "github.com/timeout-tracer/tracer"
@@ -33,6 +34,7 @@ var allowed = []layer{
 	{pkg: "collector", may: []string{"collector", "event", "gobin", "workload"}},
 	{pkg: "pipeline", may: []string{"pipeline", "collector", "event", "gobin", "workload", "correlate", "record", "export"}},
 	{pkg: "deploy", may: nil, noBPF: true},
+	{pkg: "tools", may: []string{"deploy"}},
 	{pkg: "cmd", may: []string{"collector", "event", "gobin", "workload", "correlate", "record", "export", "pipeline", "deploy"}},
 }
 

@@ -13,15 +13,14 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/deploy"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 )
 
 // requireContainerd skips unless this is root with containerd, ctr and
 // runc installed (.ci/deps installs Debian's).
 func requireContainerd(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: runs a private containerd")
-	}
+	testenv.Root(t) // runs a private containerd
 	for _, bin := range []string{"containerd", "ctr", "runc", "containerd-shim-runc-v2", "unshare"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("needs %s (apt-get install containerd runc): %v", bin, err)
