@@ -8,6 +8,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/gobin"
+	"github.com/timeout-tracer/tracer/sample"
 )
 
 // BenchmarkLocalSuccessPath: the lab service (labapp load: otelhttp client
@@ -43,7 +44,7 @@ func localSuccessPath(b *testing.B, p *loadProc, runqueue bool) {
 		var a, bb int64
 		var acpu, bcpu float64
 		attachAndRun := func() {
-			th, err := collector.StartThrottle(collector.ThrottleConfig{PID: pid})
+			th, err := sample.StartThrottle(sample.ThrottleConfig{PID: pid})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 // GoNodeConfig tunes a GoNode.
@@ -637,7 +638,7 @@ func (n *GoNode) readBindings(poll time.Duration) {
 // also lets go of the binaries of processes removed a while ago.
 func (n *GoNode) sweep() {
 	defer n.wg.Done()
-	t := NewTicker(2 * time.Second)
+	t := tick.NewTicker(2 * time.Second)
 	defer t.Stop()
 	m := n.coll.Maps["deadlines"]
 	for {

@@ -11,6 +11,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 // ring is a ring buffer reader that waits in the Go netpoller.
@@ -82,7 +84,7 @@ func (r *ring) wait(d time.Duration) bool {
 	if r.ready() {
 		return !r.isClosed()
 	}
-	r.f.SetReadDeadline(NextTick(d)) // with the tracer's other timers (tick.go)
+	r.f.SetReadDeadline(tick.Next(d)) // with the tracer's other timers (package tick)
 	err := r.rc.Read(func(uintptr) bool { return r.ready() })
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		return false
@@ -113,7 +115,7 @@ func readRing(rd *ring, poll time.Duration, log *slog.Logger, handle func(raw []
 			}
 			rd.SetDeadline(time.Now()) // drain what is there, without blocking
 		} else {
-			rd.SetDeadline(NextTick(poll))
+			rd.SetDeadline(tick.Next(poll))
 		}
 		for {
 			err := rd.ReadInto(&rec)

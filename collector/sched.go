@@ -14,6 +14,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 // SchedConfig configures the local-cause collector.
@@ -377,14 +378,14 @@ func (s *Sched) readGC() {
 // attached.
 func (s *Sched) poll() {
 	defer s.wg.Done()
-	tick := NewTicker(s.cfg.Interval)
-	defer tick.Stop()
+	tk := tick.NewTicker(s.cfg.Interval)
+	defer tk.Stop()
 	for {
 		select {
 		case <-s.done:
 			return
-		case <-tick.C:
-			tick.Next()
+		case <-tk.C:
+			tk.Next()
 		}
 		for _, ev := range s.readSums() {
 			if !s.send(ev) {
@@ -406,7 +407,7 @@ func (s *Sched) readSums() []event.Local {
 	if err := s.maps[schedMapEpoch].Put(uint32(0), s.epoch); err != nil {
 		s.log.Warn("run-queue epoch", "err", err)
 	}
-	now := monoNow()
+	now := tick.Mono()
 	var out []event.Local
 	for pid, st := range s.pids {
 		var perCPU []schedTtRqSum

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 // Config tunes the TCP collector.
@@ -532,7 +533,7 @@ func (c *TCP) UnregisterGoProcess(pid uint32) error {
 // per epoch and direction, without reading the clock on every send.
 func (c *TCP) epochs(interval time.Duration) {
 	defer c.wg.Done()
-	t := NewTicker(interval)
+	t := tick.NewTicker(interval)
 	defer t.Stop()
 	for epoch := uint64(2); ; epoch++ {
 		select {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/sample"
 )
 
 // LocalConfig says which local-cause sources to attach: the time the
@@ -38,7 +39,7 @@ type local struct {
 	wg           sync.WaitGroup
 
 	mu        sync.Mutex
-	throttles map[uint32]*collector.Throttle
+	throttles map[uint32]*sample.Throttle
 	detailOn  map[uint32]bool // processes whose detail tier is on
 }
 
@@ -60,7 +61,7 @@ func (p *Pipeline) startLocal() error {
 	}
 	l.ch = make(chan event.Local, 1024)
 	l.done = make(chan struct{})
-	l.throttles = map[uint32]*collector.Throttle{}
+	l.throttles = map[uint32]*sample.Throttle{}
 	l.detailOn = map[uint32]bool{}
 	s, err := collector.StartSched(collector.SchedConfig{Logger: p.log})
 	if err != nil {
@@ -99,7 +100,7 @@ func (p *Pipeline) trackLocal(g *collector.GoProbes) {
 	}
 	pid := uint32(g.PID())
 	mono := monoNow()
-	th, err := collector.StartThrottle(collector.ThrottleConfig{PID: int(pid), CgroupRoot: p.cfg.Local.CgroupRoot, Logger: p.log})
+	th, err := sample.StartThrottle(sample.ThrottleConfig{PID: int(pid), CgroupRoot: p.cfg.Local.CgroupRoot, Logger: p.log})
 	if err != nil {
 		p.log.Warn("CPU throttling not traced", "pid", pid, "err", err)
 	} else {
@@ -188,7 +189,7 @@ func (p *Pipeline) Sched() *collector.Sched { return p.local.sched }
 
 // Throttle is the cgroup throttling sampler of process pid, nil when not
 // attached.
-func (p *Pipeline) Throttle(pid uint32) *collector.Throttle {
+func (p *Pipeline) Throttle(pid uint32) *sample.Throttle {
 	p.local.mu.Lock()
 	defer p.local.mu.Unlock()
 	return p.local.throttles[pid]
@@ -203,7 +204,7 @@ func (l *local) close() error {
 	var errs []error
 	l.mu.Lock()
 	ths := l.throttles
-	l.throttles = map[uint32]*collector.Throttle{}
+	l.throttles = map[uint32]*sample.Throttle{}
 	l.mu.Unlock()
 	for _, th := range ths {
 		errs = append(errs, th.Close())

@@ -22,6 +22,7 @@ import (
 	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/pipeline/adaptive"
 	"github.com/timeout-tracer/tracer/pipeline/storm"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 // Config says what to trace and how.
@@ -454,13 +455,13 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	// something is buffered or waiting, every 250 ms when idle (an idle
 	// agent's every wakeup is CPU the node pays for nothing).
 	const tickBusy, tickIdle = 50 * time.Millisecond, 250 * time.Millisecond
-	tick := collector.NewTicker(tickBusy) // on the instants of the collectors' timers
-	defer tick.Stop()
+	tk := tick.NewTicker(tickBusy) // on the instants of the collectors' timers
+	defer tk.Stop()
 	busy := true
 	wake := func() {
 		if !busy {
 			busy = true
-			tick.Reset(tickBusy)
+			tk.Reset(tickBusy)
 		}
 	}
 	tcpEvents, goEvents, bindings := p.tcp.Events(), p.goN.Events(), p.goN.Bindings()
@@ -521,7 +522,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			}
 			p.buf = append(p.buf, &l)
 			wake()
-		case <-tick.C:
+		case <-tk.C:
 			p.watchAdded()
 			if p.cfg.Detail == "auto" {
 				now := time.Now()
@@ -551,9 +552,9 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			}
 			busy = len(p.buf) > 0 || p.corr.Waiting() > 0 || len(p.missing) > 0
 			if busy {
-				tick.Reset(tickBusy)
+				tk.Reset(tickBusy)
 			} else {
-				tick.Reset(tickIdle)
+				tk.Reset(tickIdle)
 			}
 		case <-exited:
 			return p.finish(tcpEvents, goEvents, bindings)

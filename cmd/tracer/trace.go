@@ -11,6 +11,7 @@ import (
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/pipeline"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 type traceFlags struct {
@@ -161,12 +162,12 @@ func watchLosses(stderr io.Writer, g *collector.GoProbes, t *collector.TCP) (sto
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		tick := collector.NewTicker(time.Second)
-		defer tick.Stop()
+		tk := tick.NewTicker(time.Second)
+		defer tk.Stop()
 		for {
 			select {
-			case <-tick.C:
-				tick.Next()
+			case <-tk.C:
+				tk.Next()
 				check()
 			case <-done:
 				return

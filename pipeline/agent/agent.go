@@ -21,6 +21,7 @@ import (
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/pipeline"
+	"github.com/timeout-tracer/tracer/tick"
 	"github.com/timeout-tracer/tracer/workload"
 )
 
@@ -176,10 +177,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.attachLoop(ctx)
 	}()
 	a.scan()
-	// On the instants of the collectors' timers (collector.NewTicker).
-	tick := collector.NewTicker(a.cfg.Rescan)
-	defer tick.Stop()
-	lostCheck := collector.NewTicker(time.Second)
+	// On the instants of the collectors' timers (tick.NewTicker).
+	tk := tick.NewTicker(a.cfg.Rescan)
+	defer tk.Stop()
+	lostCheck := tick.NewTicker(time.Second)
 	defer lostCheck.Stop()
 	events := a.procs.Events()
 	var err error
@@ -199,8 +200,8 @@ loop:
 				break loop
 			}
 			a.onProc(ev)
-		case <-tick.C:
-			tick.Next()
+		case <-tk.C:
+			tk.Next()
 			a.scan()
 		case <-lostCheck.C:
 			lostCheck.Next()

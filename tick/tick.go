@@ -1,8 +1,13 @@
-package collector
+// Package tick puts the tracer's periodic wakeups on shared instants, and
+// reads the monotonic clock every event is stamped with. It holds no
+// kernel program: collectors, samplers and the pipeline all use it.
+package tick
 
 import (
 	"math/rand/v2"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Every periodic wakeup of the tracer lands on the same instants: the
@@ -15,16 +20,16 @@ import (
 // `tracer trace` had a dozen periodic timers on their own phases: ~300
 // context switches a second, over 40 % of them sysmon's.
 
-// tickPhase shifts this process's instants by a random part of a second:
-// one process's timers still coincide (every instant is tickPhase plus a
+// phase shifts this process's instants by a random part of a second:
+// one process's timers still coincide (every instant is phase plus a
 // multiple of its period), but a fleet of agents does not wake — and flush,
 // and rescan — in step.
-var tickPhase = time.Duration(rand.Int64N(int64(time.Second)))
+var phase = time.Duration(rand.Int64N(int64(time.Second)))
 
-// NextTick is the first instant after now that is tickPhase plus a
-// multiple of d.
-func NextTick(d time.Duration) time.Time {
-	return time.Now().Add(-tickPhase).Truncate(d).Add(d + tickPhase)
+// Next is the first instant after now that is phase plus a multiple of
+// d.
+func Next(d time.Duration) time.Time {
+	return time.Now().Add(-phase).Truncate(d).Add(d + phase)
 }
 
 // Ticker delivers the multiples of its period on C, like time.Ticker
@@ -36,14 +41,14 @@ type Ticker struct {
 	d time.Duration
 }
 
-// NewTicker starts a Ticker of period d, first firing at NextTick(d).
+// NewTicker starts a Ticker of period d, first firing at Next(d).
 func NewTicker(d time.Duration) *Ticker {
-	t := time.NewTimer(time.Until(NextTick(d)))
+	t := time.NewTimer(time.Until(Next(d)))
 	return &Ticker{C: t.C, t: t, d: d}
 }
 
 // Next arms the ticker for the next multiple of its period.
-func (k *Ticker) Next() { k.t.Reset(time.Until(NextTick(k.d))) }
+func (k *Ticker) Next() { k.t.Reset(time.Until(Next(k.d))) }
 
 // Reset changes the period and arms the ticker for its next multiple.
 func (k *Ticker) Reset(d time.Duration) {
@@ -53,3 +58,11 @@ func (k *Ticker) Reset(d time.Duration) {
 
 // Stop stops the ticker.
 func (k *Ticker) Stop() { k.t.Stop() }
+
+// Mono is CLOCK_MONOTONIC now, in nanoseconds: the clock of every event
+// (bpf_ktime_get_ns in the kernel programs).
+func Mono() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}

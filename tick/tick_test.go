@@ -1,23 +1,23 @@
-package collector
+package tick
 
 import (
 	"testing"
 	"time"
 )
 
-// TestNextTick: the instants are multiples of the period past the
+// TestNext: the instants are multiples of the period past the
 // process's phase (so a 100 ms
 // timer and a 1 s one share every tenth instant), strictly ahead, at most
 // one period away.
-func TestNextTick(t *testing.T) {
+func TestNext(t *testing.T) {
 	for _, d := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, time.Second, 30 * time.Second} {
 		before := time.Now()
-		next := NextTick(d)
-		if (next.UnixNano()-int64(tickPhase))%int64(d) != 0 {
-			t.Errorf("NextTick(%v) = %v: not a multiple of the period", d, next)
+		next := Next(d)
+		if (next.UnixNano()-int64(phase))%int64(d) != 0 {
+			t.Errorf("Next(%v) = %v: not a multiple of the period", d, next)
 		}
 		if !next.After(before) || next.Sub(before) > d {
-			t.Errorf("NextTick(%v) = %v at %v: want within one period ahead", d, next, before)
+			t.Errorf("Next(%v) = %v at %v: want within one period ahead", d, next, before)
 		}
 	}
 	k := NewTicker(50 * time.Millisecond)

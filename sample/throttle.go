@@ -1,4 +1,8 @@
-package collector
+// Package sample reads local causes of timeouts that need no kernel
+// program: the CPU throttling of a process's cgroups, from cgroupfs files.
+// Its samples are the same event.Local intervals the scheduler collector
+// emits; it must not import cilium/ebpf.
+package sample
 
 import (
 	"bufio"
@@ -14,9 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 // ThrottleConfig says whose CPU throttling to sample and how.
@@ -438,22 +441,22 @@ func (t *Throttle) run(levels []*level) {
 	if err != nil {
 		t.log.Warn("cgroup throttling: first sample", "pid", t.cfg.PID, "err", err)
 	}
-	prev := monoNow()
+	prev := tick.Mono()
 	lastSent := prev
 	t.send(event.Local{Start: prev, Mono: prev, PID: uint32(t.cfg.PID), Kind: event.LocalThrottled})
 	// Every sampler of the agent ticks at the same instants (multiples of
-	// the interval, see tick.go): their timers fire in one wakeup and
+	// the interval, see package tick): their timers fire in one wakeup and
 	// share each level's read (cgroupReads), instead of one wakeup per
 	// process.
-	tick := NewTicker(t.cfg.Interval)
-	defer tick.Stop()
+	tk := tick.NewTicker(t.cfg.Interval)
+	defer tk.Stop()
 	n := 0
 	for {
 		select {
 		case <-t.done:
 			return
-		case <-tick.C:
-			tick.Next()
+		case <-tk.C:
+			tk.Next()
 		}
 		n++
 		// Limits change rarely; a process may move between cgroups:
@@ -463,12 +466,12 @@ func (t *Throttle) run(levels []*level) {
 			if l, err := t.resolve(); err == nil && (len(l) != len(levels) || l[0].dir != levels[0].dir) {
 				levels = l
 				t.sample(levels, true) // a new baseline
-				prev = monoNow()
+				prev = tick.Mono()
 				continue
 			}
 		}
 		lost, count, err := t.sample(levels, refresh)
-		now := monoNow()
+		now := tick.Mono()
 		t.mu.Lock()
 		t.stats.Samples++
 		if err != nil {
@@ -495,11 +498,4 @@ func (t *Throttle) send(ev event.Local) {
 		t.stats.Dropped++
 		t.mu.Unlock()
 	}
-}
-
-// monoNow is CLOCK_MONOTONIC in nanoseconds: the clock of every event.
-func monoNow() uint64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
 }
