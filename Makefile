@@ -4,7 +4,7 @@ GO        ?= go
 CLANG     ?= clang-19
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
-GENERATED := collector/*_bpfel.go collector/*_bpfel.o
+GENERATED := collector/*/*_bpfel.go collector/*/*_bpfel.o
 # -p 1: one package at a time. Root tests pin CPU hogs (run-queue, throttling,
 # storms) and lab tests time requests: run side by side, one package's hogs
 # starve another's lab client, which the tracer then rightly reports as

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/sched"
 	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/sample"
 )
@@ -48,7 +48,7 @@ func localSuccessPath(b *testing.B, p *loadProc, runqueue bool) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s, err := collector.StartSched(collector.SchedConfig{})
+			s, err := sched.Start(sched.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
+	"github.com/timeout-tracer/tracer/collector/sched"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/sample"
 )
@@ -31,7 +32,7 @@ var LocalModes = []string{"auto", "always", "never"}
 // throttling sampler per process. Their events come out of one channel.
 type local struct {
 	mode  string
-	sched *collector.Sched
+	sched *sched.Collector
 	// runqueueAuto: the scheduler hooks follow the detail tiers.
 	runqueueAuto bool
 	ch           chan event.Local
@@ -63,7 +64,7 @@ func (p *Pipeline) startLocal() error {
 	l.done = make(chan struct{})
 	l.throttles = map[uint32]*sample.Throttle{}
 	l.detailOn = map[uint32]bool{}
-	s, err := collector.StartSched(collector.SchedConfig{Logger: p.log})
+	s, err := sched.Start(sched.Config{Logger: p.log})
 	if err != nil {
 		p.log.Warn("run-queue delay and GC pauses not traced", "err", err)
 		return nil
@@ -93,7 +94,7 @@ func (l *local) forward(src <-chan event.Local) {
 }
 
 // trackLocal attaches the local sources of process g.
-func (p *Pipeline) trackLocal(g *collector.GoProbes) {
+func (p *Pipeline) trackLocal(g *goprobe.Process) {
 	l := &p.local
 	if l.ch == nil {
 		return
@@ -185,7 +186,7 @@ func (p *Pipeline) switchRunqueue(on bool) {
 }
 
 // Sched is the run-queue and GC collector, nil when not attached.
-func (p *Pipeline) Sched() *collector.Sched { return p.local.sched }
+func (p *Pipeline) Sched() *sched.Collector { return p.local.sched }
 
 // Throttle is the cgroup throttling sampler of process pid, nil when not
 // attached.

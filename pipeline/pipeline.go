@@ -16,13 +16,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/pipeline/adaptive"
 	"github.com/timeout-tracer/tracer/pipeline/storm"
 	"github.com/timeout-tracer/tracer/tick"
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 // Config says what to trace and how.
@@ -81,9 +83,9 @@ type Sink struct {
 type Pipeline struct {
 	cfg  Config
 	log  *slog.Logger
-	tcp  *collector.TCP
-	goP  *collector.GoProbes // Start: the process
-	goN  *collector.GoNode
+	tcp  *tcp.Collector
+	goP  *goprobe.Process // Start: the process
+	goN  *goprobe.Node
 	node bool
 	corr *correlate.Correlator
 	buf  []event.Any
@@ -120,7 +122,7 @@ type Pipeline struct {
 
 // procState is one traced process: its probes and its adaptive switch.
 type procState struct {
-	probes *collector.GoProbes
+	probes *goprobe.Process
 	ctl    *adaptive.Controller
 	// goidOff is runtime.g.goid's offset in the binary (-1: unknown). The
 	// kernel's send/receive hooks read the goroutine doing the I/O only
@@ -238,11 +240,11 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
-	if p.goP, err = collector.StartGo(collector.GoConfig{PID: cfg.PID, Logger: p.log}); err != nil {
+	if p.goP, err = goprobe.Start(goprobe.Config{PID: cfg.PID, Logger: p.log}); err != nil {
 		return nil, err
 	}
 	p.goN = p.goP.Node()
-	if p.tcp, err = collector.StartTCP(collector.Config{PID: uint32(cfg.PID), Lifecycle: true,
+	if p.tcp, err = tcp.Start(tcp.Config{PID: uint32(cfg.PID), Lifecycle: true,
 		ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
 		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
 	}
@@ -272,10 +274,10 @@ func StartNode(cfg Config, sink Sink) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
-	if p.goN, err = collector.NewGoNode(collector.GoNodeConfig{Logger: p.log}); err != nil {
+	if p.goN, err = goprobe.NewNode(goprobe.NodeConfig{Logger: p.log}); err != nil {
 		return nil, err
 	}
-	if p.tcp, err = collector.StartTCP(collector.Config{Lifecycle: true, ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
+	if p.tcp, err = tcp.Start(tcp.Config{Lifecycle: true, ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
 		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
 	}
 	if err := p.corrStart(); err != nil {
@@ -305,9 +307,9 @@ func (p *Pipeline) corrStart() (err error) {
 }
 
 // AddProcess starts tracing process pid (StartNode). Errors wrapping
-// collector.ErrNotTraceable mean it cannot be traced; nothing is left
+// goprobe.ErrNotTraceable mean it cannot be traced; nothing is left
 // attached for it then.
-func (p *Pipeline) AddProcess(pid int) (*collector.GoProbes, error) {
+func (p *Pipeline) AddProcess(pid int) (*goprobe.Process, error) {
 	g, err := p.goN.Add(pid)
 	if err != nil {
 		return nil, err
@@ -342,7 +344,7 @@ func (p *Pipeline) Traced(pid uint32) bool {
 
 // track registers a process whose Go probes are attached: goroutine
 // naming in the kernel, audit and detail as configured.
-func (p *Pipeline) track(g *collector.GoProbes) error {
+func (p *Pipeline) track(g *goprobe.Process) error {
 	pid := uint32(g.PID())
 	ps := &procState{probes: g, ctl: adaptive.New(p.cfg.Policy), goidOff: -1}
 	if off, err := g.Binary().FieldOffset("runtime.g", "goid"); err == nil {
@@ -351,7 +353,7 @@ func (p *Pipeline) track(g *collector.GoProbes) error {
 	// Connections its listeners accept are attributed to the process from
 	// their handshake (the kernel side records listeners at listen(); these
 	// predate the collector).
-	if n, err := p.tcp.AdoptListeners(pid, p.cfg.Local.CgroupRoot); err != nil {
+	if n, err := p.tcp.AdoptListeners(pid, workload.CgroupID(int(pid), p.cfg.Local.CgroupRoot)); err != nil {
 		p.log.Warn("listening sockets not adopted: connections they accept are attributed at their first send", "pid", pid, "err", err)
 	} else if n > 0 {
 		p.log.Debug("listening sockets adopted", "pid", pid, "listeners", n)
@@ -402,13 +404,13 @@ func (p *Pipeline) proc(pid uint32) *procState {
 }
 
 // Probes is the Go side, for its binary and counters.
-func (p *Pipeline) Probes() *collector.GoProbes { return p.goP }
+func (p *Pipeline) Probes() *goprobe.Process { return p.goP }
 
 // TCP is the kernel side, for its counters.
-func (p *Pipeline) TCP() *collector.TCP { return p.tcp }
+func (p *Pipeline) TCP() *tcp.Collector { return p.tcp }
 
 // Node is the Go side's programs, for its counters.
-func (p *Pipeline) Node() *collector.GoNode { return p.goN }
+func (p *Pipeline) Node() *goprobe.Node { return p.goN }
 
 func (p *Pipeline) setDetail(ps *procState, on bool, reason string) error {
 	pid := uint32(ps.probes.PID())

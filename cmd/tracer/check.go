@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/check"
 )
 
 func newCheckCommand() *cobra.Command {
@@ -20,7 +20,7 @@ program type it attached with (tp_btf, else raw_tp). Exit status 0 means tracing
 works.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r := collector.Check()
+			r := check.Run()
 			out := cmd.OutOrStdout()
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			for _, it := range r.Items {

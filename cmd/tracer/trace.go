@@ -7,7 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/pipeline"
@@ -146,7 +147,7 @@ func warnGrowth(w io.Writer, last *uint64, now uint64, format string) {
 
 // watchLosses prints a warning line whenever either ring buffer lost
 // events, until the returned stop is called (which checks once more).
-func watchLosses(stderr io.Writer, g *collector.GoProbes, t *collector.TCP) (stop func()) {
+func watchLosses(stderr io.Writer, g *goprobe.Process, t *tcp.Collector) (stop func()) {
 	var goLost, tcpLost, goMissed, tcpMissed uint64
 	check := func() {
 		if s, err := g.Stats(); err == nil {

@@ -18,7 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
+	"github.com/timeout-tracer/tracer/collector/proc"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/pipeline"
 	"github.com/timeout-tracer/tracer/tick"
@@ -69,7 +70,7 @@ type Agent struct {
 	cfg   Config
 	log   *slog.Logger
 	pipe  *pipeline.Pipeline
-	procs *collector.Procs
+	procs *proc.Collector
 	self  int
 
 	cands chan candidate
@@ -136,7 +137,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	}
 	// Execs first: a process that starts during the scan is seen either
 	// way.
-	if a.procs, err = collector.StartProcs(cfg.Logger); err != nil {
+	if a.procs, err = proc.Start(cfg.Logger); err != nil {
 		return nil, fmt.Errorf("follow process execs and exits: %w", err)
 	}
 	if a.pipe, err = pipeline.StartNode(cfg.Pipeline, sink); err != nil {
@@ -221,17 +222,17 @@ loop:
 	return err
 }
 
-func (a *Agent) onProc(ev collector.ProcEvent) {
+func (a *Agent) onProc(ev proc.Event) {
 	pid := int(ev.PID)
 	switch ev.Kind {
-	case collector.ProcExec:
+	case proc.Exec:
 		// A traced process that runs a new program is another program.
 		a.detach(pid, "exec")
 		a.mu.Lock()
 		delete(a.skipped, pid)
 		a.mu.Unlock()
 		a.enqueue(candidate{pid: pid, exec: ev.Time})
-	case collector.ProcExit:
+	case proc.Exit:
 		a.detach(pid, "exit")
 		a.mu.Lock()
 		delete(a.skipped, pid)
@@ -358,7 +359,7 @@ func (a *Agent) consider(c candidate) {
 		return
 	}
 	if _, err := a.pipe.AddProcess(c.pid); err != nil {
-		if errors.Is(err, collector.ErrNotTraceable) {
+		if errors.Is(err, goprobe.ErrNotTraceable) {
 			// A process exiting while it is analysed fails like a program
 			// that is not Go: only a live, readable one is a verdict on
 			// its executable (else every later process of the file would
