@@ -26,10 +26,11 @@ func Explain(err error) error {
 }
 
 // Replacements returns the maps of a bpf2go Maps struct (or a pointer to
-// one, or an Objects struct embedding it) by their BPF names, read from
-// the struct's `ebpf` tags: the MapReplacements that make programs loaded
-// later, or from another object, use the maps already created.
-func Replacements(maps any) map[string]*ebpf.Map {
+// one, or an Objects struct embedding it) that spec declares too, by their
+// BPF names (the struct's `ebpf` tags): the MapReplacements that make
+// programs loaded later, or from another object, use the maps already
+// created.
+func Replacements(spec *ebpf.CollectionSpec, maps any) map[string]*ebpf.Map {
 	out := map[string]*ebpf.Map{}
 	var walk func(v reflect.Value)
 	walk = func(v reflect.Value) {
@@ -40,7 +41,7 @@ func Replacements(maps any) map[string]*ebpf.Map {
 		for i := range t.NumField() {
 			f := v.Field(i)
 			if m, ok := f.Interface().(*ebpf.Map); ok {
-				if name := t.Field(i).Tag.Get("ebpf"); name != "" && m != nil {
+				if name := t.Field(i).Tag.Get("ebpf"); name != "" && m != nil && spec.Maps[name] != nil {
 					out[name] = m
 				}
 				continue
@@ -66,7 +67,7 @@ func LoadProgram(spec *ebpf.CollectionSpec, ps *ebpf.ProgramSpec, maps any) (*eb
 			delete(cs.Programs, name)
 		}
 	}
-	coll, err := ebpf.NewCollectionWithOptions(cs, ebpf.CollectionOptions{MapReplacements: Replacements(maps)})
+	coll, err := ebpf.NewCollectionWithOptions(cs, ebpf.CollectionOptions{MapReplacements: Replacements(cs, maps)})
 	if err != nil {
 		return nil, err
 	}

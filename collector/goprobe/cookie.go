@@ -12,13 +12,13 @@ import (
 // target's descriptor (pidfd_getfd) asked for SO_COOKIE, which is the
 // cookie the kernel events will carry from then on. 0 when it cannot be
 // resolved (counted).
-func (p *Process) lateCookie(r *godeadlineTtGoBinding) {
+func (p *Process) lateCookie(r *gocallsTtGoBinding) {
 	if r.Cookie != 0 || r.Fd < 0 {
 		return
 	}
 	switch r.Kind {
-	case uint8(godeadlineTtGoBindingKindTT_BIND_HTTP_ROUNDTRIP), uint8(godeadlineTtGoBindingKindTT_BIND_GRPC_STREAM),
-		uint8(godeadlineTtGoBindingKindTT_BIND_DIAL):
+	case uint8(gocallsTtGoBindingKindTT_BIND_HTTP_ROUNDTRIP), uint8(gocallsTtGoBindingKindTT_BIND_GRPC_STREAM),
+		uint8(gocallsTtGoBindingKindTT_BIND_DIAL):
 	default:
 		return
 	}

@@ -42,7 +42,7 @@ func TestCaptureGoCorpus(t *testing.T) {
 	evs, binds := fuzzcorpus.Samples{Per: 2}, fuzzcorpus.Samples{Per: 3}
 	kindOff := unsafe.Offsetof(godeadlineTtGoEvent{}.Kind)
 	createdOff := unsafe.Offsetof(godeadlineTtGoEvent{}.CreatedNs)
-	bkindOff := unsafe.Offsetof(godeadlineTtGoBinding{}.Kind)
+	bkindOff := unsafe.Offsetof(gocallsTtGoBinding{}.Kind)
 	tap := func(ring string, raw []byte) {
 		switch ring {
 		case "go_events":

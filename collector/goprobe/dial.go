@@ -37,13 +37,13 @@ func (p *Process) resolveDial() {
 		p.log.Info("no dial binding", "err", err)
 		return
 	}
-	p.ext.dial = godeadlineTtGoDialOffsets{NetfdPfd: uint32(pfd), PfdSysfd: uint32(sysfd)}
+	p.ext.dial = gocallsTtGoDialOffsets{NetfdPfd: uint32(pfd), PfdSysfd: uint32(sysfd)}
 	p.ext.hasDial = true
 	// Returns first, entry last: a dial is only recorded once its end is watched.
 	for _, a := range rets {
-		p.ext.sites = append(p.ext.sites, site{"go_dial_ret", p.objs.GoDialRet, a})
+		p.ext.sites = append(p.ext.sites, site{"go_dial_ret", p.objs.calls.GoDialRet, a})
 	}
-	p.ext.sites = append(p.ext.sites, site{"go_dial_entry", p.objs.GoDialEntry, entry})
+	p.ext.sites = append(p.ext.sites, site{"go_dial_entry", p.objs.calls.GoDialEntry, entry})
 }
 
 // resolveNewproc finds runtime.newproc1 (every `go` statement runs it, on
@@ -73,7 +73,7 @@ func (p *Process) resolveNewproc() {
 		return
 	}
 	for _, a := range rets {
-		p.ext.sites = append(p.ext.sites, site{"go_newproc_ret", p.objs.GoNewprocRet, a})
+		p.ext.sites = append(p.ext.sites, site{"go_newproc_ret", p.objs.traceparent.GoNewprocRet, a})
 	}
-	p.ext.sites = append(p.ext.sites, site{"go_newproc_entry", p.objs.GoNewprocEntry, entry})
+	p.ext.sites = append(p.ext.sites, site{"go_newproc_entry", p.objs.traceparent.GoNewprocEntry, entry})
 }

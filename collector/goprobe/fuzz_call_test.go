@@ -8,7 +8,7 @@ import (
 	"unsafe"
 )
 
-func encodeBinding(tb testing.TB, r godeadlineTtGoBinding) []byte {
+func encodeBinding(tb testing.TB, r gocallsTtGoBinding) []byte {
 	var buf bytes.Buffer
 	if err := binary.Write(&buf, binary.NativeEndian, &r); err != nil {
 		tb.Fatal(err)
@@ -24,13 +24,13 @@ func encodeBinding(tb testing.TB, r godeadlineTtGoBinding) []byte {
 // are readBindings' own steps; the rest is Process.call.
 func FuzzDecodeCall(f *testing.F) {
 	p := selfProbes(f)
-	f.Add(encodeBinding(f, godeadlineTtGoBinding{Kind: uint8(godeadlineTtGoBindingKindTT_BIND_HTTP_END)}))
-	f.Add(encodeBinding(f, godeadlineTtGoBinding{Cookie: 4097, HasDeadline: 1, DeadlineWall: 1 << 63, Pcs: [12]uint64{0x401000, 0x402000}}))
+	f.Add(encodeBinding(f, gocallsTtGoBinding{Kind: uint8(gocallsTtGoBindingKindTT_BIND_HTTP_END)}))
+	f.Add(encodeBinding(f, gocallsTtGoBinding{Cookie: 4097, HasDeadline: 1, DeadlineWall: 1 << 63, Pcs: [12]uint64{0x401000, 0x402000}}))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if len(raw) < bindingSize {
 			return
 		}
-		var r godeadlineTtGoBinding
+		var r gocallsTtGoBinding
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), bindingSize), raw)
 		c := p.call(&r)
 		if (c.TraceID == "") != (c.SpanID == "") || (c.TraceID != "" && (len(c.TraceID) != 32 || len(c.SpanID) != 16)) {

@@ -25,12 +25,6 @@ type godeadlineCreation struct {
 	_            [7]byte
 }
 
-type godeadlineDial struct {
-	_     structs.HostLayout
-	Netfd uint64
-	Goid  uint64
-}
-
 type godeadlineGrpcStream struct {
 	_         structs.HostLayout
 	Pid       uint32
@@ -59,46 +53,12 @@ type godeadlineTraceparent struct {
 	Src uint8
 }
 
-type godeadlineTtGoBinding struct {
-	_            structs.HostLayout
-	TsNs         uint64
-	Goid         uint64
-	Cookie       uint64
-	Pid          uint32
-	Kind         uint8
-	HasDeadline  uint8
-	TraceFound   uint8
-	Pad          uint8
-	DeadlineWall uint64
-	DeadlineExt  int64
-	TraceId      [16]uint8
-	SpanId       [8]uint8
-	Pcs          [12]uint64
-	Fd           int32
-	Pad2         uint32
-}
-
-type godeadlineTtGoBindingKind uint32
-
-const (
-	godeadlineTtGoBindingKindTT_BIND_HTTP_ROUNDTRIP godeadlineTtGoBindingKind = 1
-	godeadlineTtGoBindingKindTT_BIND_HTTP_END       godeadlineTtGoBindingKind = 2
-	godeadlineTtGoBindingKindTT_BIND_GRPC_STREAM    godeadlineTtGoBindingKind = 3
-	godeadlineTtGoBindingKindTT_BIND_DIAL           godeadlineTtGoBindingKind = 4
-)
-
 type godeadlineTtGoCtxItab struct {
 	_         structs.HostLayout
 	ParentOff uint32
 	IsValue   uint8
 	IsTimer   uint8
 	Pad       [2]uint8
-}
-
-type godeadlineTtGoDialOffsets struct {
-	_        structs.HostLayout
-	NetfdPfd uint32
-	PfdSysfd uint32
 }
 
 type godeadlineTtGoEvent struct {
@@ -231,10 +191,7 @@ const (
 	godeadlineMapChildSpans           = "child_spans"
 	godeadlineMapCreating             = "creating"
 	godeadlineMapDeadlines            = "deadlines"
-	godeadlineMapDialing              = "dialing"
-	godeadlineMapGoBindings           = "go_bindings"
 	godeadlineMapGoCtxItabs           = "go_ctx_itabs"
-	godeadlineMapGoDial               = "go_dial"
 	godeadlineMapGoEvents             = "go_events"
 	godeadlineMapGoGrpc               = "go_grpc"
 	godeadlineMapGoHits               = "go_hits"
@@ -242,28 +199,13 @@ const (
 	godeadlineMapGoSpanTypes          = "go_span_types"
 	godeadlineMapGrpcTp               = "grpc_tp"
 	godeadlineMapHttpTp               = "http_tp"
-	godeadlineMapNewprocParent        = "newproc_parent"
 	godeadlineProgGoCreateEntry       = "go_create_entry"
 	godeadlineProgGoCreateRet         = "go_create_ret"
-	godeadlineProgGoDialEntry         = "go_dial_entry"
-	godeadlineProgGoDialRet           = "go_dial_ret"
 	godeadlineProgGoExpiredAtCreation = "go_expired_at_creation"
-	godeadlineProgGoGrpcHeaders       = "go_grpc_headers"
-	godeadlineProgGoGrpcNewStream     = "go_grpc_new_stream"
-	godeadlineProgGoHttpHeader        = "go_http_header"
-	godeadlineProgGoHttpRequest       = "go_http_request"
-	godeadlineProgGoHttpRoundtrip     = "go_http_roundtrip"
-	godeadlineProgGoHttpRoundtripRet  = "go_http_roundtrip_ret"
-	godeadlineProgGoNewprocEntry      = "go_newproc_entry"
-	godeadlineProgGoNewprocRet        = "go_newproc_ret"
 	godeadlineProgGoSpanStartRet      = "go_span_start_ret"
 	godeadlineProgGoTimerFired        = "go_timer_fired"
 	godeadlineVarUnusedCreation       = "unused_creation"
-	godeadlineVarUnusedDial           = "unused_dial"
-	godeadlineVarUnusedGoBinding      = "unused_go_binding"
-	godeadlineVarUnusedGoBindingKind  = "unused_go_binding_kind"
 	godeadlineVarUnusedGoCtxItab      = "unused_go_ctx_itab"
-	godeadlineVarUnusedGoDialOffsets  = "unused_go_dial_offsets"
 	godeadlineVarUnusedGoEvent        = "unused_go_event"
 	godeadlineVarUnusedGoExpiry       = "unused_go_expiry"
 	godeadlineVarUnusedGoGrpcOffsets  = "unused_go_grpc_offsets"
@@ -320,17 +262,7 @@ type godeadlineSpecs struct {
 type godeadlineProgramSpecs struct {
 	GoCreateEntry       *ebpf.ProgramSpec `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.ProgramSpec `ebpf:"go_create_ret"`
-	GoDialEntry         *ebpf.ProgramSpec `ebpf:"go_dial_entry"`
-	GoDialRet           *ebpf.ProgramSpec `ebpf:"go_dial_ret"`
 	GoExpiredAtCreation *ebpf.ProgramSpec `ebpf:"go_expired_at_creation"`
-	GoGrpcHeaders       *ebpf.ProgramSpec `ebpf:"go_grpc_headers"`
-	GoGrpcNewStream     *ebpf.ProgramSpec `ebpf:"go_grpc_new_stream"`
-	GoHttpHeader        *ebpf.ProgramSpec `ebpf:"go_http_header"`
-	GoHttpRequest       *ebpf.ProgramSpec `ebpf:"go_http_request"`
-	GoHttpRoundtrip     *ebpf.ProgramSpec `ebpf:"go_http_roundtrip"`
-	GoHttpRoundtripRet  *ebpf.ProgramSpec `ebpf:"go_http_roundtrip_ret"`
-	GoNewprocEntry      *ebpf.ProgramSpec `ebpf:"go_newproc_entry"`
-	GoNewprocRet        *ebpf.ProgramSpec `ebpf:"go_newproc_ret"`
 	GoSpanStartRet      *ebpf.ProgramSpec `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.ProgramSpec `ebpf:"go_timer_fired"`
 }
@@ -339,21 +271,17 @@ type godeadlineProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineMapSpecs struct {
-	ChildSpans    *ebpf.MapSpec `ebpf:"child_spans"`
-	Creating      *ebpf.MapSpec `ebpf:"creating"`
-	Deadlines     *ebpf.MapSpec `ebpf:"deadlines"`
-	Dialing       *ebpf.MapSpec `ebpf:"dialing"`
-	GoBindings    *ebpf.MapSpec `ebpf:"go_bindings"`
-	GoCtxItabs    *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
-	GoDial        *ebpf.MapSpec `ebpf:"go_dial"`
-	GoEvents      *ebpf.MapSpec `ebpf:"go_events"`
-	GoGrpc        *ebpf.MapSpec `ebpf:"go_grpc"`
-	GoHits        *ebpf.MapSpec `ebpf:"go_hits"`
-	GoProcs       *ebpf.MapSpec `ebpf:"go_procs"`
-	GoSpanTypes   *ebpf.MapSpec `ebpf:"go_span_types"`
-	GrpcTp        *ebpf.MapSpec `ebpf:"grpc_tp"`
-	HttpTp        *ebpf.MapSpec `ebpf:"http_tp"`
-	NewprocParent *ebpf.MapSpec `ebpf:"newproc_parent"`
+	ChildSpans  *ebpf.MapSpec `ebpf:"child_spans"`
+	Creating    *ebpf.MapSpec `ebpf:"creating"`
+	Deadlines   *ebpf.MapSpec `ebpf:"deadlines"`
+	GoCtxItabs  *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
+	GoEvents    *ebpf.MapSpec `ebpf:"go_events"`
+	GoGrpc      *ebpf.MapSpec `ebpf:"go_grpc"`
+	GoHits      *ebpf.MapSpec `ebpf:"go_hits"`
+	GoProcs     *ebpf.MapSpec `ebpf:"go_procs"`
+	GoSpanTypes *ebpf.MapSpec `ebpf:"go_span_types"`
+	GrpcTp      *ebpf.MapSpec `ebpf:"grpc_tp"`
+	HttpTp      *ebpf.MapSpec `ebpf:"http_tp"`
 }
 
 // godeadlineVariableSpecs contains global variables before they are loaded into the kernel.
@@ -361,11 +289,7 @@ type godeadlineMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineVariableSpecs struct {
 	UnusedCreation      *ebpf.VariableSpec `ebpf:"unused_creation"`
-	UnusedDial          *ebpf.VariableSpec `ebpf:"unused_dial"`
-	UnusedGoBinding     *ebpf.VariableSpec `ebpf:"unused_go_binding"`
-	UnusedGoBindingKind *ebpf.VariableSpec `ebpf:"unused_go_binding_kind"`
 	UnusedGoCtxItab     *ebpf.VariableSpec `ebpf:"unused_go_ctx_itab"`
-	UnusedGoDialOffsets *ebpf.VariableSpec `ebpf:"unused_go_dial_offsets"`
 	UnusedGoEvent       *ebpf.VariableSpec `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.VariableSpec `ebpf:"unused_go_expiry"`
 	UnusedGoGrpcOffsets *ebpf.VariableSpec `ebpf:"unused_go_grpc_offsets"`
@@ -398,21 +322,17 @@ func (o *godeadlineObjects) Close() error {
 //
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlineMaps struct {
-	ChildSpans    *ebpf.Map `ebpf:"child_spans"`
-	Creating      *ebpf.Map `ebpf:"creating"`
-	Deadlines     *ebpf.Map `ebpf:"deadlines"`
-	Dialing       *ebpf.Map `ebpf:"dialing"`
-	GoBindings    *ebpf.Map `ebpf:"go_bindings"`
-	GoCtxItabs    *ebpf.Map `ebpf:"go_ctx_itabs"`
-	GoDial        *ebpf.Map `ebpf:"go_dial"`
-	GoEvents      *ebpf.Map `ebpf:"go_events"`
-	GoGrpc        *ebpf.Map `ebpf:"go_grpc"`
-	GoHits        *ebpf.Map `ebpf:"go_hits"`
-	GoProcs       *ebpf.Map `ebpf:"go_procs"`
-	GoSpanTypes   *ebpf.Map `ebpf:"go_span_types"`
-	GrpcTp        *ebpf.Map `ebpf:"grpc_tp"`
-	HttpTp        *ebpf.Map `ebpf:"http_tp"`
-	NewprocParent *ebpf.Map `ebpf:"newproc_parent"`
+	ChildSpans  *ebpf.Map `ebpf:"child_spans"`
+	Creating    *ebpf.Map `ebpf:"creating"`
+	Deadlines   *ebpf.Map `ebpf:"deadlines"`
+	GoCtxItabs  *ebpf.Map `ebpf:"go_ctx_itabs"`
+	GoEvents    *ebpf.Map `ebpf:"go_events"`
+	GoGrpc      *ebpf.Map `ebpf:"go_grpc"`
+	GoHits      *ebpf.Map `ebpf:"go_hits"`
+	GoProcs     *ebpf.Map `ebpf:"go_procs"`
+	GoSpanTypes *ebpf.Map `ebpf:"go_span_types"`
+	GrpcTp      *ebpf.Map `ebpf:"grpc_tp"`
+	HttpTp      *ebpf.Map `ebpf:"http_tp"`
 }
 
 func (m *godeadlineMaps) Close() error {
@@ -420,10 +340,7 @@ func (m *godeadlineMaps) Close() error {
 		m.ChildSpans,
 		m.Creating,
 		m.Deadlines,
-		m.Dialing,
-		m.GoBindings,
 		m.GoCtxItabs,
-		m.GoDial,
 		m.GoEvents,
 		m.GoGrpc,
 		m.GoHits,
@@ -431,7 +348,6 @@ func (m *godeadlineMaps) Close() error {
 		m.GoSpanTypes,
 		m.GrpcTp,
 		m.HttpTp,
-		m.NewprocParent,
 	)
 }
 
@@ -440,11 +356,7 @@ func (m *godeadlineMaps) Close() error {
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlineVariables struct {
 	UnusedCreation      *ebpf.Variable `ebpf:"unused_creation"`
-	UnusedDial          *ebpf.Variable `ebpf:"unused_dial"`
-	UnusedGoBinding     *ebpf.Variable `ebpf:"unused_go_binding"`
-	UnusedGoBindingKind *ebpf.Variable `ebpf:"unused_go_binding_kind"`
 	UnusedGoCtxItab     *ebpf.Variable `ebpf:"unused_go_ctx_itab"`
-	UnusedGoDialOffsets *ebpf.Variable `ebpf:"unused_go_dial_offsets"`
 	UnusedGoEvent       *ebpf.Variable `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.Variable `ebpf:"unused_go_expiry"`
 	UnusedGoGrpcOffsets *ebpf.Variable `ebpf:"unused_go_grpc_offsets"`
@@ -463,17 +375,7 @@ type godeadlineVariables struct {
 type godeadlinePrograms struct {
 	GoCreateEntry       *ebpf.Program `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.Program `ebpf:"go_create_ret"`
-	GoDialEntry         *ebpf.Program `ebpf:"go_dial_entry"`
-	GoDialRet           *ebpf.Program `ebpf:"go_dial_ret"`
 	GoExpiredAtCreation *ebpf.Program `ebpf:"go_expired_at_creation"`
-	GoGrpcHeaders       *ebpf.Program `ebpf:"go_grpc_headers"`
-	GoGrpcNewStream     *ebpf.Program `ebpf:"go_grpc_new_stream"`
-	GoHttpHeader        *ebpf.Program `ebpf:"go_http_header"`
-	GoHttpRequest       *ebpf.Program `ebpf:"go_http_request"`
-	GoHttpRoundtrip     *ebpf.Program `ebpf:"go_http_roundtrip"`
-	GoHttpRoundtripRet  *ebpf.Program `ebpf:"go_http_roundtrip_ret"`
-	GoNewprocEntry      *ebpf.Program `ebpf:"go_newproc_entry"`
-	GoNewprocRet        *ebpf.Program `ebpf:"go_newproc_ret"`
 	GoSpanStartRet      *ebpf.Program `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.Program `ebpf:"go_timer_fired"`
 }
@@ -482,17 +384,7 @@ func (p *godeadlinePrograms) Close() error {
 	return _GodeadlineClose(
 		p.GoCreateEntry,
 		p.GoCreateRet,
-		p.GoDialEntry,
-		p.GoDialRet,
 		p.GoExpiredAtCreation,
-		p.GoGrpcHeaders,
-		p.GoGrpcNewStream,
-		p.GoHttpHeader,
-		p.GoHttpRequest,
-		p.GoHttpRoundtrip,
-		p.GoHttpRoundtripRet,
-		p.GoNewprocEntry,
-		p.GoNewprocRet,
 		p.GoSpanStartRet,
 		p.GoTimerFired,
 	)

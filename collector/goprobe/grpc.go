@@ -13,7 +13,7 @@ import (
 type extProbes struct {
 	sites []site
 	grpc  godeadlineTtGoGrpcOffsets
-	dial  godeadlineTtGoDialOffsets
+	dial  gocallsTtGoDialOffsets
 	// hasGRPC and hasDial say the maps must be filled for the process.
 	hasGRPC, hasDial bool
 	lateCookieErrs   uint64 // bound connections whose cookie could not be resolved late (under Process.mu)
@@ -35,7 +35,7 @@ func (p *Process) registerExt() error {
 		}
 	}
 	if p.ext.hasDial {
-		if err := p.objs.GoDial.Put(pid, p.ext.dial); err != nil {
+		if err := p.objs.calls.GoDial.Put(pid, p.ext.dial); err != nil {
 			return fmt.Errorf("register dial layout of process %d: %w", pid, err)
 		}
 	}
@@ -79,7 +79,7 @@ func (p *Process) resolveGRPC() {
 		p.log.Info("no gRPC stream binding", "err", err)
 	} else {
 		g.HasClient, g.ClientConn, g.TcpconnItab, g.ConnFd, g.NetfdSysfd = 1, uint32(cl.Conn), itab, connFD, sysfd
-		p.ext.sites = append(p.ext.sites, site{"go_grpc_new_stream", p.objs.GoGrpcNewStream, addr})
+		p.ext.sites = append(p.ext.sites, site{"go_grpc_new_stream", p.objs.calls.GoGrpcNewStream, addr})
 	}
 	if srv, err := p.bin.GRPCServer(); err != nil {
 		p.log.Debug("no inbound traceparent from gRPC metadata", "err", err)
@@ -97,7 +97,7 @@ func (p *Process) resolveGRPC() {
 			g.StreamEmbed = uint32(srv.StreamEmbed)
 		}
 		g.ValuectxKey, g.ValuectxVal = key, val
-		p.ext.sites = append(p.ext.sites, site{"go_grpc_headers", p.objs.GoGrpcHeaders, addr})
+		p.ext.sites = append(p.ext.sites, site{"go_grpc_headers", p.objs.traceparent.GoGrpcHeaders, addr})
 	}
 	p.ext.hasGRPC = g.HasClient != 0 || g.HasServer != 0
 }
@@ -117,17 +117,17 @@ func (p *Process) valueCtxOffsets() (key, val uint32, err error) {
 
 // deliverExt delivers the bindings of the gRPC and dial probes; handled
 // is false for other kinds, cont false when the probes are closing.
-func (p *Process) deliverExt(r *godeadlineTtGoBinding) (handled, cont bool) {
+func (p *Process) deliverExt(r *gocallsTtGoBinding) (handled, cont bool) {
 	var src string
 	switch r.Kind {
-	case uint8(godeadlineTtGoBindingKindTT_BIND_GRPC_STREAM):
+	case uint8(gocallsTtGoBindingKindTT_BIND_GRPC_STREAM):
 		src = event.BindGRPCStream
-	case uint8(godeadlineTtGoBindingKindTT_BIND_DIAL):
+	case uint8(gocallsTtGoBindingKindTT_BIND_DIAL):
 		src = event.BindDial
 	default:
 		return false, true
 	}
-	if r.Kind == uint8(godeadlineTtGoBindingKindTT_BIND_GRPC_STREAM) {
+	if r.Kind == uint8(gocallsTtGoBindingKindTT_BIND_GRPC_STREAM) {
 		// A gRPC call: what its context allowed, for the audit
 		// (deadline_missing; a stream has no end probe, so no hung_call).
 		c := p.call(r)
@@ -158,7 +158,7 @@ func (p *Process) deliverExt(r *godeadlineTtGoBinding) (handled, cont bool) {
 func (p *Process) callSites() []site {
 	sites := append([]site(nil), p.tripSites...)
 	for _, s := range p.ext.sites {
-		if s.prog == p.objs.GoGrpcNewStream {
+		if s.prog == p.objs.calls.GoGrpcNewStream {
 			sites = append(sites, s)
 		}
 	}

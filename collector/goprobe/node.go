@@ -236,7 +236,7 @@ func NewNode(cfg NodeConfig) (_ *Node, err error) {
 	if n.reader, err = collector.NewRing(n.objs.GoEvents); err != nil {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
-	if n.bindRd, err = collector.NewRing(n.objs.GoBindings); err != nil {
+	if n.bindRd, err = collector.NewRing(n.objs.calls.GoBindings); err != nil {
 		return nil, fmt.Errorf("open ring buffer: %w", err)
 	}
 	n.wg.Add(3)
@@ -562,7 +562,7 @@ func (n *Node) readBindings(poll time.Duration) {
 			n.countDecodeError()
 			return true
 		}
-		var r godeadlineTtGoBinding
+		var r gocallsTtGoBinding
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), bindingSize), raw)
 		p := n.lookup(r.Pid)
 		if p == nil {
@@ -572,7 +572,7 @@ func (n *Node) readBindings(poll time.Duration) {
 		if handled, cont := p.deliverExt(&r); handled {
 			return cont
 		}
-		if r.Kind == uint8(godeadlineTtGoBindingKindTT_BIND_HTTP_END) {
+		if r.Kind == uint8(gocallsTtGoBindingKindTT_BIND_HTTP_END) {
 			c := event.Call{Mono: r.TsNs, Time: n.clk.Wall(r.TsNs), PID: r.Pid, Comm: p.comm, Goid: r.Goid, Kind: "http", End: true}
 			select {
 			case n.calls <- c:

@@ -239,7 +239,7 @@ func (p *Process) SetDetail(on bool) error {
 	}
 	sites := append(append([]site(nil), p.httpSites...), p.spanSites...)
 	for _, s := range p.ext.sites {
-		if s.prog != p.objs.GoGrpcNewStream { // a call site: below
+		if s.prog != p.objs.calls.GoGrpcNewStream { // a call site: below
 			sites = append(sites, s)
 		}
 	}
@@ -438,8 +438,8 @@ func (p *Process) resolveHTTP() []site {
 		prog *ebpf.Program
 		fn   string
 	}{
-		{"go_http_request", p.objs.GoHttpRequest, "net/http.readRequest"},
-		{"go_http_header", p.objs.GoHttpHeader, "net/textproto.canonicalMIMEHeaderKey"},
+		{"go_http_request", p.objs.traceparent.GoHttpRequest, "net/http.readRequest"},
+		{"go_http_header", p.objs.traceparent.GoHttpHeader, "net/textproto.canonicalMIMEHeaderKey"},
 	} {
 		fn, err := p.bin.Func(s.fn)
 		if err != nil {
@@ -584,10 +584,10 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 		return
 	}
 	offs.RequestCtx = uint32(rc)
-	p.tripSites = append(p.tripSites, site{"go_http_roundtrip", p.objs.GoHttpRoundtrip, addr})
+	p.tripSites = append(p.tripSites, site{"go_http_roundtrip", p.objs.calls.GoHttpRoundtrip, addr})
 	if rets, err := p.bin.Returns(fn); err == nil {
 		for _, a := range rets {
-			p.tripSites = append(p.tripSites, site{"go_http_roundtrip_ret", p.objs.GoHttpRoundtripRet, a})
+			p.tripSites = append(p.tripSites, site{"go_http_roundtrip_ret", p.objs.calls.GoHttpRoundtripRet, a})
 		}
 	}
 
@@ -619,14 +619,14 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 // tier, of every process of the node. Closed after the node closes.
 func (p *Process) Bindings() <-chan event.Binding { return p.node.bindings }
 
-var bindingSize = int(unsafe.Sizeof(godeadlineTtGoBinding{}))
+var bindingSize = int(unsafe.Sizeof(gocallsTtGoBinding{}))
 
 // Calls delivers every outbound call the call probes saw (detail tier or
 // SetAudit), with what its context allowed. Calls nobody reads are
 // dropped and counted.
 func (p *Process) Calls() <-chan event.Call { return p.node.calls }
 
-func (p *Process) call(r *godeadlineTtGoBinding) event.Call {
+func (p *Process) call(r *gocallsTtGoBinding) event.Call {
 	c := event.Call{Mono: r.TsNs, Time: p.clk.Wall(r.TsNs), PID: r.Pid, Comm: p.comm, Goid: r.Goid, Cookie: r.Cookie,
 		Kind: "http", HasDeadline: r.HasDeadline != 0}
 	if c.HasDeadline {
