@@ -152,30 +152,5 @@ func (p *Process) deliverExt(r *gocallsTtGoBinding) (handled, cont bool) {
 	}
 }
 
-// callSites are the outbound-call probes: net/http round trips and gRPC
-// streams (the gRPC client's call probe, which the audit attaches with
-// net/http's round trips).
-func (p *Process) callSites() []site {
-	sites := append([]site(nil), p.tripSites...)
-	for _, s := range p.ext.sites {
-		if s.prog == p.objs.calls.GoGrpcNewStream {
-			sites = append(sites, s)
-		}
-	}
-	return sites
-}
-
-// traceparentSource names where a creation's traceparent came from (the
-// trace_source values of the JSON contract).
-func traceparentSource(src uint8) string {
-	switch src {
-	case uint8(godeadlineTtGoTpSourceTT_TP_GRPC):
-		return "grpc_metadata"
-	case uint8(godeadlineTtGoTpSourceTT_TP_GOROUTINE):
-		return "goroutine"
-	}
-	return "http_traceparent"
-}
-
 // noEmbed is TT_GO_NO_EMBED: the stream ID is in the stream itself.
 const noEmbed = 0xffffffff

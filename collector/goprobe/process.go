@@ -1,17 +1,12 @@
 package goprobe
 
 import (
-	"bytes"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/timeout-tracer/tracer/collector"
@@ -202,10 +197,6 @@ func (p *Process) resolve() (godeadlineTtGoOffsets, error) {
 	return offs, nil
 }
 
-func (p *Process) uprobe(s site) (link.Link, error) {
-	return p.node.attachUprobe(p, s, p.pid)
-}
-
 // SetDetail attaches (on) or detaches (off) the detail tier: a uprobe at
 // WithDeadlineCause's entry and at each of its returns. It costs a trap on
 // every deadline the process sets.
@@ -283,57 +274,6 @@ func (p *Process) Key() gobin.FileID { return p.key }
 // PID is the traced process.
 func (p *Process) PID() int { return p.pid }
 
-var goEventSize = int(unsafe.Sizeof(godeadlineTtGoEvent{}))
-
-func (p *Process) decode(raw []byte, out *event.Deadline) error {
-	if len(raw) < goEventSize {
-		return fmt.Errorf("decode deadline event: %d bytes, want %d", len(raw), goEventSize)
-	}
-	var r godeadlineTtGoEvent
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), goEventSize), raw)
-	kind := event.ExpiryKind(r.Kind)
-	if kind != event.TimerFired && kind != event.ExpiredAtCreation {
-		return fmt.Errorf("decode deadline event: unknown kind %d", r.Kind)
-	}
-	*out = event.Deadline{
-		Time:     p.clk.Wall(r.TsNs),
-		Mono:     r.TsNs,
-		Kind:     kind,
-		PID:      r.Pid,
-		TID:      r.Tid,
-		Comm:     p.comm,
-		Goid:     r.Goid,
-		Ctx:      r.Ctx,
-		Deadline: event.GoTime(r.DeadlineWall, r.DeadlineExt),
-		Children: r.Children,
-	}
-	setTrace(&r, out)
-	if r.TraceStatus == uint8(godeadlineTtGoTraceStatusTT_TRACE_NONE) && out.TraceID == "" && p.otelErr != nil {
-		out.TraceNote = "no OpenTelemetry span walk in this binary: " + p.otelErr.Error()
-	}
-	if r.CreatedNs != 0 {
-		out.Detail = true
-		out.CreatedMono = r.CreatedNs
-		out.Created = p.clk.Wall(r.CreatedNs)
-		out.CreatedGoid = r.CreatedGoid
-		// Each return address expands to its inlined frames (WithDeadline
-		// inlined into the caller is its own frame). pc-1: the call
-		// instruction, not the return address.
-		var pcs []uint64
-		for _, pc := range r.CreatedPcs {
-			if pc == 0 {
-				break
-			}
-			for _, f := range p.bin.SymbolizeFrames(pc - p.bias - 1) {
-				out.CreatedStack = append(out.CreatedStack, f)
-				pcs = append(pcs, pc)
-			}
-		}
-		out.CreatedPC, out.CreatedAt = creator(pcs, out.CreatedStack)
-	}
-	return nil
-}
-
 // Stats returns the probes' counters: the node's, which are this
 // process's when it has the node to itself (Start).
 func (p *Process) Stats() (Stats, error) { return p.node.Stats() }
@@ -359,204 +299,6 @@ func (p *Process) detach() error {
 	return errors.Join(errs...)
 }
 
-// creator picks the frame that set the deadline: the first one outside the
-// context package (WithTimeout and WithDeadline are wrappers).
-func creator(pcs []uint64, frames []string) (uint64, string) {
-	for i, f := range frames {
-		if !strings.HasPrefix(f, "context.") {
-			return pcs[i], f
-		}
-	}
-	if len(frames) > 0 {
-		return pcs[0], frames[0]
-	}
-	return 0, ""
-}
-
-// setTrace fills the trace fields from the chain walk, else from the
-// inbound traceparent, and never from anything less certain.
-func setTrace(r *godeadlineTtGoEvent, out *event.Deadline) {
-	switch r.TraceStatus {
-	case uint8(godeadlineTtGoTraceStatusTT_TRACE_FOUND), uint8(godeadlineTtGoTraceStatusTT_TRACE_CHILD_SPAN):
-		if tid, sid := hex.EncodeToString(r.TraceId[:]), hex.EncodeToString(r.SpanId[:]); !allZero(r.TraceId[:]) && !allZero(r.SpanId[:]) {
-			out.TraceID, out.SpanID, out.TraceSource = tid, sid, "otel_context"
-			if r.TraceStatus == uint8(godeadlineTtGoTraceStatusTT_TRACE_CHILD_SPAN) {
-				out.TraceSource = "child_span"
-			}
-			out.TraceSampled = r.TraceFlags&1 != 0
-			return
-		}
-		out.TraceNote = "the span in the context has an invalid (zero) trace or span ID"
-	case uint8(godeadlineTtGoTraceStatusTT_TRACE_ROOT):
-		out.TraceNote = "no OpenTelemetry span above the deadline in its context"
-	case uint8(godeadlineTtGoTraceStatusTT_TRACE_UNKNOWN_CTX):
-		out.TraceNote = fmt.Sprintf("context chain walk stopped at an unknown context type (itab %#x)", r.StopItab)
-	case uint8(godeadlineTtGoTraceStatusTT_TRACE_TOO_DEEP):
-		out.TraceNote = "context chain deeper than the walk's bound"
-	default:
-		out.TraceNote = "the binary does not link OpenTelemetry"
-	}
-	if tid, sid, flags, ok := parseTraceparent(r.Traceparent[:]); ok {
-		out.TraceID, out.SpanID, out.TraceSource = tid, sid, traceparentSource(r.TraceparentSrc)
-		out.TraceSampled = flags&1 != 0
-		out.TraceNote = ""
-	}
-}
-
-// parseTraceparent validates a W3C traceparent ("00-<32 hex>-<16 hex>-<2
-// hex>"): a version other than 00, bad hex or all-zero IDs give !ok.
-func parseTraceparent(raw []byte) (traceID, spanID string, flags byte, ok bool) {
-	s := string(bytes.TrimRight(raw, "\x00"))
-	if len(s) < 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
-		return "", "", 0, false
-	}
-	tid, err1 := hex.DecodeString(s[3:35])
-	sid, err2 := hex.DecodeString(s[36:52])
-	fl, err3 := hex.DecodeString(s[53:55])
-	if err1 != nil || err2 != nil || err3 != nil || allZero(tid) || allZero(sid) || len(s) > 55 && s[55] != 0 && s[55] != '\r' && s[55] != '\n' && s[55] != ' ' && s[55] != '-' {
-		return "", "", 0, false
-	}
-	return strings.ToLower(s[3:35]), strings.ToLower(s[36:52]), fl[0], true
-}
-
-func allZero(b []byte) bool {
-	for _, v := range b {
-		if v != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// resolveHTTP finds where a net/http server parses request headers. Absent
-// (no net/http server in the binary, or the function was inlined away)
-// means no traceparent from headers, which is logged, not fatal.
-func (p *Process) resolveHTTP() []site {
-	var sites []site
-	for _, s := range []struct {
-		name string
-		prog *ebpf.Program
-		fn   string
-	}{
-		{"go_http_request", p.objs.traceparent.GoHttpRequest, "net/http.readRequest"},
-		{"go_http_header", p.objs.traceparent.GoHttpHeader, "net/textproto.canonicalMIMEHeaderKey"},
-	} {
-		fn, err := p.bin.Func(s.fn)
-		if err != nil {
-			p.log.Debug("no inbound traceparent from net/http", "missing", s.fn, "err", err)
-			return nil
-		}
-		addr, err := p.bin.AfterPrologue(fn)
-		if err != nil {
-			p.log.Debug("no inbound traceparent from net/http", "func", s.fn, "err", err)
-			return nil
-		}
-		sites = append(sites, site{s.name, s.prog, addr})
-	}
-	return sites
-}
-
-// resolveOTel finds what the chain walk needs to read OpenTelemetry spans.
-// A binary without OpenTelemetry, or one whose layout cannot be known for
-// sure, gets no walk: empty trace IDs with the reason, never a guess.
-func (p *Process) resolveOTel(offs *godeadlineTtGoOffsets) {
-	l, err := p.bin.OTelSpanLayout()
-	if err != nil {
-		p.otelErr = err
-		p.log.Debug("no trace context from OpenTelemetry spans", "pid", p.pid, "err", err)
-		return
-	}
-	parent, err := p.bin.FieldOffset("context.timerCtx", "cancelCtx.Context")
-	if err != nil {
-		p.otelErr = err
-		return
-	}
-	for _, ci := range l.ContextItabs {
-		if ci.Value {
-			offs.ValuectxVal = uint32(ci.ValOffset)
-			offs.ValuectxKey = uint32(ci.KeyOffset)
-		}
-	}
-	if l.SpanKeyType != 0 {
-		offs.SpanKeyType = l.SpanKeyType + p.bias
-	}
-	offs.TimerctxParent = uint32(parent)
-	offs.ScTraceId = uint32(l.SpanContext.TraceID)
-	offs.ScSpanId = uint32(l.SpanContext.SpanID)
-	offs.ScFlags = uint32(l.SpanContext.TraceFlags)
-	offs.HasOtel = 1
-	p.otel = l
-	if fn, err := p.bin.Func("go.opentelemetry.io/otel/sdk/trace.(*tracer).Start"); err == nil {
-		if rets, err := p.bin.Returns(fn); err == nil {
-			for _, a := range rets {
-				p.spanSites = append(p.spanSites, site{"go_span_start_ret", p.objs.GoSpanStartRet, a})
-			}
-		}
-	}
-}
-
-// registerOTel gives the BPF programs the runtime addresses (link-time plus
-// the PIE load bias) of the context and span types of the layout.
-func (p *Process) registerOTel() error {
-	pid := uint32(p.pid)
-	itabs := p.objs.GoCtxItabs
-	var ctxItabs []gobin.ContextItab
-	if p.otel != nil {
-		ctxItabs = p.otel.ContextItabs
-	} else if cis, err := p.bin.ContextItabs(); err == nil {
-		ctxItabs = cis // no OpenTelemetry: the audit still walks contexts for deadlines
-	} else {
-		p.log.Info("no context walk: the audit cannot tell calls without a deadline", "err", err)
-		return nil
-	}
-	p.ctxWalk = true
-	for _, ci := range ctxItabs {
-		v := godeadlineTtGoCtxItab{ParentOff: uint32(ci.ParentOffset)}
-		if ci.Value {
-			v.IsValue = 1
-		}
-		if ci.Type.Name == "*context.timerCtx" {
-			v.IsTimer = 1
-		}
-		if err := itabs.Put(godeadlinePidPtr{Pid: pid, Ptr: ci.Addr + p.bias}, v); err != nil {
-			return fmt.Errorf("register context type %s: %w", ci.Type.Name, err)
-		}
-	}
-	// Root contexts end the walk with "no span" rather than "unknown type".
-	if all, err := p.bin.Itabs(); err == nil {
-		for _, it := range all {
-			if it.Interface.Name == "context.Context" && it.Type.PkgPath == "context" &&
-				(it.Type.Name == "context.backgroundCtx" || it.Type.Name == "context.todoCtx" || it.Type.Name == "*context.emptyCtx") {
-				itabs.Put(godeadlinePidPtr{Pid: pid, Ptr: it.Addr + p.bias}, godeadlineTtGoCtxItab{ParentOff: rootCtx})
-			}
-		}
-	}
-	if p.otel == nil {
-		return nil
-	}
-	for _, st := range p.otel.SpanTypes {
-		if err := p.objs.GoSpanTypes.Put(godeadlinePidPtr{Pid: pid, Ptr: st.TypeAddr + p.bias},
-			godeadlineTtGoSpanType{ScOff: uint32(st.SpanContextOffset)}); err != nil {
-			return fmt.Errorf("register span type %s: %w", st.Type.Name, err)
-		}
-	}
-	// A span whose layout is unknown stops the walk: reading on would
-	// report an ancestor's span as the request's.
-	for _, st := range p.otel.UnknownSpanTypes {
-		if err := p.objs.GoSpanTypes.Put(godeadlinePidPtr{Pid: pid, Ptr: st.TypeAddr + p.bias},
-			godeadlineTtGoSpanType{ScOff: spanUnknown}); err != nil {
-			return fmt.Errorf("register span type %s: %w", st.Type.Name, err)
-		}
-	}
-	return nil
-}
-
-// rootCtx is TT_GO_ROOT_CTX: the walk ends at this context.
-const rootCtx = 0xffffffff
-
-// spanUnknown is TT_GO_SPAN_UNKNOWN: a span type without a known layout.
-const spanUnknown = 0xffffffff
-
 // UprobeHits is the number of uprobe traps the process has taken from these
 // probes: what a request pays.
 func (s Stats) UprobeHits() uint64 {
@@ -564,122 +306,11 @@ func (s Stats) UprobeHits() uint64 {
 		s.GRPCHeaderHits + s.GRPCStreamHits + s.DialHits + s.NewprocHits
 }
 
-// resolveRoundTrip finds what binding a net/http request to its connection
-// needs: persistConn.roundTrip, the field chain persistConn.conn ->
-// *net.TCPConn -> netFD -> Sysfd, and *net.TCPConn's itab. Missing pieces
-// mean no such bindings (logged), never a wrong one.
-func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
-	fn, err := p.bin.Func("net/http.(*persistConn).roundTrip")
-	if err != nil {
-		return // no net/http client in this program
-	}
-	addr, err := p.bin.AfterPrologue(fn)
-	if err != nil {
-		p.log.Info("no net/http call probes", "err", err)
-		return
-	}
-	rc, err := p.bin.FieldOffset("net/http.Request", "ctx")
-	if err != nil {
-		p.log.Info("no net/http call probes", "err", err)
-		return
-	}
-	offs.RequestCtx = uint32(rc)
-	p.tripSites = append(p.tripSites, site{"go_http_roundtrip", p.objs.calls.GoHttpRoundtrip, addr})
-	if rets, err := p.bin.Returns(fn); err == nil {
-		for _, a := range rets {
-			p.tripSites = append(p.tripSites, site{"go_http_roundtrip_ret", p.objs.calls.GoHttpRoundtripRet, a})
-		}
-	}
-
-	// The connection behind the call: optional (without it, calls are
-	// still audited but not bound to their socket).
-	var fields [4]int64
-	for i, f := range [][2]string{{"net/http.persistConn", "conn"}, {"net.conn", "fd"}, {"net.netFD", "pfd"}, {"internal/poll.FD", "Sysfd"}} {
-		if fields[i], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
-			p.log.Info("no request-to-connection binding", "err", err)
-			return
-		}
-	}
-	itabs, err := p.bin.Itabs()
-	if err != nil {
-		p.log.Info("no request-to-connection binding", "err", err)
-		return
-	}
-	for _, it := range itabs {
-		if it.Type.Name == "*net.TCPConn" && it.Interface.Name == "net.Conn" && it.Interface.PkgPath == "net" {
-			offs.TcpconnItab = it.Addr + p.bias
-		}
-	}
-	offs.PersistconnConn = uint32(fields[0])
-	offs.ConnFd = uint32(fields[1])
-	offs.NetfdSysfd = uint32(fields[2] + fields[3])
-}
-
 // Bindings delivers request -> connection bindings seen by the detail
 // tier, of every process of the node. Closed after the node closes.
 func (p *Process) Bindings() <-chan event.Binding { return p.node.bindings }
-
-var bindingSize = int(unsafe.Sizeof(gocallsTtGoBinding{}))
 
 // Calls delivers every outbound call the call probes saw (detail tier or
 // SetAudit), with what its context allowed. Calls nobody reads are
 // dropped and counted.
 func (p *Process) Calls() <-chan event.Call { return p.node.calls }
-
-func (p *Process) call(r *gocallsTtGoBinding) event.Call {
-	c := event.Call{Mono: r.TsNs, Time: p.clk.Wall(r.TsNs), PID: r.Pid, Comm: p.comm, Goid: r.Goid, Cookie: r.Cookie,
-		Kind: "http", HasDeadline: r.HasDeadline != 0}
-	if c.HasDeadline {
-		c.Deadline = event.GoTime(r.DeadlineWall, r.DeadlineExt)
-		c.Remaining = c.Deadline.Sub(c.Time)
-	}
-	if r.TraceFound != 0 && !allZero(r.TraceId[:]) {
-		c.TraceID, c.SpanID = hex.EncodeToString(r.TraceId[:]), hex.EncodeToString(r.SpanId[:])
-	}
-	for _, pc := range r.Pcs {
-		if pc == 0 {
-			break
-		}
-		for _, f := range p.bin.SymbolizeFrames(pc - p.bias - 1) {
-			if !strings.HasPrefix(f, "net/http.") && !strings.HasPrefix(f, "context.") && !strings.HasPrefix(f, "google.golang.org/grpc") {
-				c.Caller = f
-				return c
-			}
-		}
-	}
-	return c
-}
-
-// SetAudit attaches (on) or detaches the call probes on their own, for
-// deadline audits, whatever the detail tier does.
-func (p *Process) SetAudit(on bool) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if on == (p.audit != nil) {
-		return nil
-	}
-	if !on {
-		err := collector.CloseLinks(p.audit)
-		p.audit = nil
-		return err
-	}
-	calls := p.callSites()
-	if len(calls) == 0 {
-		return fmt.Errorf("audit: no net/http or gRPC client call site in this binary")
-	}
-	if !p.ctxWalk {
-		return fmt.Errorf("audit: the context types of this binary are not known, so calls without a deadline cannot be told apart")
-	}
-	for _, s := range calls {
-		l, err := p.uprobe(s)
-		if err != nil {
-			for _, l := range p.audit {
-				l.Close()
-			}
-			p.audit = nil
-			return err
-		}
-		p.audit = append(p.audit, l)
-	}
-	return nil
-}

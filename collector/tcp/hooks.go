@@ -109,3 +109,18 @@ func attach(prog *ebpf.Program, tracepoint string, typed bool) (link.Link, error
 	}
 	return l, nil
 }
+
+// HookStatus says how one tracepoint was attached, or why not.
+type HookStatus struct {
+	Tracepoint string
+	Type       string // "tp_btf", "raw_tp", or "" when not attached
+	Required   bool
+	Purpose    string
+	Err        error // why it is not attached; nil when attached or not needed
+	Fallback   error // why tp_btf was not used when raw_tp was
+	Skipped    string
+	// OnDemand, when set, says when the hook is attached: it loaded and
+	// attached at start (so it works on this kernel) and was detached
+	// until then.
+	OnDemand string
+}

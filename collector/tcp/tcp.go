@@ -13,7 +13,6 @@ import (
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/event"
-	"github.com/timeout-tracer/tracer/tick"
 )
 
 // Config tunes the collector.
@@ -49,21 +48,6 @@ type Config struct {
 	// tap, if set, sees every raw sample before it is decoded (tests
 	// capture real kernel records for the fuzz corpora with it).
 	tap func(raw []byte)
-}
-
-// HookStatus says how one tracepoint was attached, or why not.
-type HookStatus struct {
-	Tracepoint string
-	Type       string // "tp_btf", "raw_tp", or "" when not attached
-	Required   bool
-	Purpose    string
-	Err        error // why it is not attached; nil when attached or not needed
-	Fallback   error // why tp_btf was not used when raw_tp was
-	Skipped    string
-	// OnDemand, when set, says when the hook is attached: it loaded and
-	// attached at start (so it works on this kernel) and was detached
-	// until then.
-	OnDemand string
 }
 
 // Stats are the collector's counters, summed over CPUs.
@@ -354,134 +338,4 @@ func (c *Collector) ProgramStats() (map[string]ProgramStat, error) {
 		out[c.tps[i]] = ProgramStat{Runs: st.RunCount, Runtime: st.Runtime}
 	}
 	return out, nil
-}
-
-// RegisterGoProcess lets activity events of pid name the goroutine doing
-// the I/O: goidOffset is runtime.g.goid's offset in that process's binary.
-func (c *Collector) RegisterGoProcess(pid uint32, goidOffset uint32) error {
-	c.goMu.Lock()
-	defer c.goMu.Unlock()
-	if c.closed {
-		return errClosed
-	}
-	if err := c.maps.GoPids.Put(pid, tcpTtGoPid{GoidOff: goidOffset}); err != nil {
-		return fmt.Errorf("register Go process %d: %w", pid, err)
-	}
-	if c.goPids == nil {
-		c.goPids = make(map[uint32]bool)
-	}
-	was := c.goPids[pid]
-	c.goPids[pid] = true
-	if err := c.storeGoCount(); err != nil {
-		// Undone, so that the receive hook's state and go_pids agree
-		// (a later registration tries again).
-		if !was {
-			delete(c.goPids, pid)
-			c.maps.GoPids.Delete(pid)
-			c.storeGoCount()
-		}
-		return err
-	}
-	return nil
-}
-
-var errClosed = errors.New("the TCP collector is closed")
-
-// UnregisterGoProcess forgets pid (its detail tier is off, or it exited).
-func (c *Collector) UnregisterGoProcess(pid uint32) error {
-	c.goMu.Lock()
-	defer c.goMu.Unlock()
-	if c.closed {
-		return nil // nothing attached any more
-	}
-	if err := c.maps.GoPids.Delete(pid); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("unregister Go process %d: %w", pid, err)
-	}
-	delete(c.goPids, pid)
-	return c.storeGoCount()
-}
-
-// epochs advances the activity epoch every interval (on the tracer's
-// common timer instants): the kernel samples each socket's goroutines once
-// per epoch and direction, without reading the clock on every send.
-func (c *Collector) epochs(interval time.Duration) {
-	defer c.wg.Done()
-	t := tick.NewTicker(interval)
-	defer t.Stop()
-	for epoch := uint64(2); ; epoch++ {
-		select {
-		case <-c.done:
-			return
-		case <-t.C:
-			t.Next()
-		}
-		if err := c.maps.ActEpoch.Put(uint32(0), epoch); err != nil {
-			c.log.Warn("activity epoch not advanced: each socket's activity is sampled once until it is", "err", err)
-		}
-	}
-}
-
-// storeGoCount tells the hot path whether go_pids is worth a lookup, and
-// attaches the on-demand receive hook while go_pids is not empty (detaches
-// it when it is). Called with goMu held.
-func (c *Collector) storeGoCount() error {
-	if err := c.maps.GoPidsN.Put(uint32(0), uint32(len(c.goPids))); err != nil {
-		return fmt.Errorf("count Go processes: %w", err)
-	}
-	if c.recvAt < 0 {
-		return nil
-	}
-	want := len(c.goPids) > 0
-	l := c.links[c.recvAt]
-	switch {
-	case want && l == nil:
-		l, err := attach(c.progs[c.recvAt], c.tps[c.recvAt], c.recvTyped)
-		if err != nil {
-			return fmt.Errorf("attach the receive hook for goroutine binding: %w", err)
-		}
-		c.links[c.recvAt] = l
-	case !want && l != nil:
-		c.links[c.recvAt] = nil
-		if err := l.Close(); err != nil {
-			return fmt.Errorf("detach the receive hook: %w", err)
-		}
-	}
-	return nil
-}
-
-// receiveOnDemand detaches sock_recv_length when sock_send_length records
-// owners (see Config.ReceiveAlways); storeGoCount attaches it again while
-// a process's goroutines are bound. Where the send hook is missing (before
-// 6.3) the receive hook (or tcp_rcv_space_adjust) is the only one that
-// sees accepted sockets' owners: it stays.
-func (c *Collector) receiveOnDemand() error {
-	send, recv := false, -1
-	for _, h := range c.hooks {
-		if h.Tracepoint == "sock_send_length" && h.Type != "" {
-			send = true
-		}
-	}
-	for i, tp := range c.tps {
-		if tp == "sock_recv_length" {
-			recv = i
-		}
-	}
-	if !send || recv < 0 {
-		return nil
-	}
-	for i := range c.hooks {
-		if c.hooks[i].Tracepoint == "sock_recv_length" {
-			c.recvTyped = c.hooks[i].Type == "tp_btf"
-			c.hooks[i].OnDemand = "while goroutine binding is on (a process's detail tier); owners are recorded on send"
-		}
-	}
-	c.goMu.Lock()
-	defer c.goMu.Unlock()
-	c.recvAt = recv
-	l := c.links[recv]
-	c.links[recv] = nil
-	if err := l.Close(); err != nil {
-		return fmt.Errorf("detach the receive hook: %w", err)
-	}
-	return nil
 }
