@@ -39,14 +39,16 @@ func Replacements(spec *ebpf.CollectionSpec, maps any) map[string]*ebpf.Map {
 		}
 		t := v.Type()
 		for i := range t.NumField() {
-			f := v.Field(i)
-			if m, ok := f.Interface().(*ebpf.Map); ok {
-				if name := t.Field(i).Tag.Get("ebpf"); name != "" && m != nil && spec.Maps[name] != nil {
+			f, ft := v.Field(i), t.Field(i)
+			switch {
+			case ft.Type == reflect.TypeFor[*ebpf.Map]():
+				// Through UnsafePointer: bpf2go embeds its Maps struct
+				// unexported, whose fields reflect will not Interface.
+				m := (*ebpf.Map)(f.UnsafePointer())
+				if name := ft.Tag.Get("ebpf"); name != "" && m != nil && spec.Maps[name] != nil {
 					out[name] = m
 				}
-				continue
-			}
-			if t.Field(i).Anonymous && f.Kind() == reflect.Struct {
+			case ft.Anonymous && f.Kind() == reflect.Struct:
 				walk(f)
 			}
 		}

@@ -23,6 +23,7 @@ const (
 	Exit Kind = Kind(procTtProcKindTT_PROC_EXIT)
 )
 
+// String names the kind as the logs do.
 func (k Kind) String() string {
 	switch k {
 	case Exec:
