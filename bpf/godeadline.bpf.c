@@ -62,6 +62,7 @@ const struct tt_go_ctx_itab *unused_go_ctx_itab __attribute__((unused));
 const struct tt_go_span_type *unused_go_span_type __attribute__((unused));
 const struct tt_go_grpc_offsets *unused_go_grpc_offsets __attribute__((unused));
 const enum tt_go_tp_source *unused_go_tp_source __attribute__((unused));
+const enum tt_go_no_offset *unused_go_no_offset __attribute__((unused));
 const struct creation *unused_creation __attribute__((unused));
 const struct pid_ptr *unused_pid_ptr __attribute__((unused));
 const struct grpc_stream *unused_grpc_stream __attribute__((unused));

@@ -135,6 +135,14 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 13
 )
 
+type godeadlineTtGoNoOffset uint32
+
+const (
+	godeadlineTtGoNoOffsetTT_GO_NO_EMBED     godeadlineTtGoNoOffset = 4294967295
+	godeadlineTtGoNoOffsetTT_GO_SPAN_UNKNOWN godeadlineTtGoNoOffset = 4294967295
+	godeadlineTtGoNoOffsetTT_GO_ROOT_CTX     godeadlineTtGoNoOffset = 4294967295
+)
+
 type godeadlineTtGoOffsets struct {
 	_                 structs.HostLayout
 	TimerctxDeadline  uint32
@@ -210,6 +218,7 @@ const (
 	godeadlineVarUnusedGoExpiry       = "unused_go_expiry"
 	godeadlineVarUnusedGoGrpcOffsets  = "unused_go_grpc_offsets"
 	godeadlineVarUnusedGoHit          = "unused_go_hit"
+	godeadlineVarUnusedGoNoOffset     = "unused_go_no_offset"
 	godeadlineVarUnusedGoOffsets      = "unused_go_offsets"
 	godeadlineVarUnusedGoSpanType     = "unused_go_span_type"
 	godeadlineVarUnusedGoTpSource     = "unused_go_tp_source"
@@ -294,6 +303,7 @@ type godeadlineVariableSpecs struct {
 	UnusedGoExpiry      *ebpf.VariableSpec `ebpf:"unused_go_expiry"`
 	UnusedGoGrpcOffsets *ebpf.VariableSpec `ebpf:"unused_go_grpc_offsets"`
 	UnusedGoHit         *ebpf.VariableSpec `ebpf:"unused_go_hit"`
+	UnusedGoNoOffset    *ebpf.VariableSpec `ebpf:"unused_go_no_offset"`
 	UnusedGoOffsets     *ebpf.VariableSpec `ebpf:"unused_go_offsets"`
 	UnusedGoSpanType    *ebpf.VariableSpec `ebpf:"unused_go_span_type"`
 	UnusedGoTpSource    *ebpf.VariableSpec `ebpf:"unused_go_tp_source"`
@@ -361,6 +371,7 @@ type godeadlineVariables struct {
 	UnusedGoExpiry      *ebpf.Variable `ebpf:"unused_go_expiry"`
 	UnusedGoGrpcOffsets *ebpf.Variable `ebpf:"unused_go_grpc_offsets"`
 	UnusedGoHit         *ebpf.Variable `ebpf:"unused_go_hit"`
+	UnusedGoNoOffset    *ebpf.Variable `ebpf:"unused_go_no_offset"`
 	UnusedGoOffsets     *ebpf.Variable `ebpf:"unused_go_offsets"`
 	UnusedGoSpanType    *ebpf.Variable `ebpf:"unused_go_span_type"`
 	UnusedGoTpSource    *ebpf.Variable `ebpf:"unused_go_tp_source"`

@@ -92,7 +92,7 @@ func (p *Process) resolveGRPC() {
 		g.StreamKeyType = srv.StreamKeyType + p.bias
 		g.MetaHeaders, g.MetaFields, g.FrameStreamId = uint32(srv.MetaHeaders), uint32(srv.MetaFields), uint32(srv.FrameStreamID)
 		g.HfName, g.HfValue, g.HfSize = uint32(srv.FieldName), uint32(srv.FieldValue), uint32(srv.FieldSize)
-		g.StreamId, g.StreamSt, g.StreamEmbed = uint32(srv.StreamID), uint32(srv.StreamTransport), noEmbed
+		g.StreamId, g.StreamSt, g.StreamEmbed = uint32(srv.StreamID), uint32(srv.StreamTransport), uint32(godeadlineTtGoNoOffsetTT_GO_NO_EMBED)
 		if srv.StreamEmbed >= 0 {
 			g.StreamEmbed = uint32(srv.StreamEmbed)
 		}
@@ -151,6 +151,3 @@ func (p *Process) deliverExt(r *gocallsTtGoBinding) (handled, cont bool) {
 		return true, false
 	}
 }
-
-// noEmbed is TT_GO_NO_EMBED: the stream ID is in the stream itself.
-const noEmbed = 0xffffffff

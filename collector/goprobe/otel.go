@@ -77,7 +77,7 @@ func (p *Process) registerOTel() error {
 		for _, it := range all {
 			if it.Interface.Name == "context.Context" && it.Type.PkgPath == "context" &&
 				(it.Type.Name == "context.backgroundCtx" || it.Type.Name == "context.todoCtx" || it.Type.Name == "*context.emptyCtx") {
-				itabs.Put(godeadlinePidPtr{Pid: pid, Ptr: it.Addr + p.bias}, godeadlineTtGoCtxItab{ParentOff: rootCtx})
+				itabs.Put(godeadlinePidPtr{Pid: pid, Ptr: it.Addr + p.bias}, godeadlineTtGoCtxItab{ParentOff: uint32(godeadlineTtGoNoOffsetTT_GO_ROOT_CTX)})
 			}
 		}
 	}
@@ -94,15 +94,9 @@ func (p *Process) registerOTel() error {
 	// report an ancestor's span as the request's.
 	for _, st := range p.otel.UnknownSpanTypes {
 		if err := p.objs.GoSpanTypes.Put(godeadlinePidPtr{Pid: pid, Ptr: st.TypeAddr + p.bias},
-			godeadlineTtGoSpanType{ScOff: spanUnknown}); err != nil {
+			godeadlineTtGoSpanType{ScOff: uint32(godeadlineTtGoNoOffsetTT_GO_SPAN_UNKNOWN)}); err != nil {
 			return fmt.Errorf("register span type %s: %w", st.Type.Name, err)
 		}
 	}
 	return nil
 }
-
-// rootCtx is TT_GO_ROOT_CTX: the walk ends at this context.
-const rootCtx = 0xffffffff
-
-// spanUnknown is TT_GO_SPAN_UNKNOWN: a span type without a known layout.
-const spanUnknown = 0xffffffff
