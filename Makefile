@@ -4,7 +4,7 @@ GO        ?= go
 CLANG     ?= clang-19
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
-GENERATED := collector/*_bpfel.go collector/*_bpfel.o
+GENERATED := collector/*/*_bpfel.go collector/*/*_bpfel.o
 # Lab tests (root, kernel, network namespaces, cgroups) run only with
 # TT_LAB=1 (lab/testenv); `make unit` and a plain `go test ./...` skip them.
 # -p 1: one package at a time. Root tests pin CPU hogs (run-queue, throttling,

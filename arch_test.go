@@ -11,8 +11,10 @@ import (
 
 // The layer order of the product, asserted from the import graph:
 //
-//	event, gobin, workload       plain values, binary analysis, process identity
+//	event, tick, gobin, workload plain values, timer instants, binary analysis, process identity
+//	sample                       samplers without BPF (cgroup CPU throttling)
 //	collector                    the kernel side: the only product code that touches cilium/ebpf
+//	                             (it no longer imports workload: identity is the caller's)
 //	record, correlate            event files and the join: pure, replayable, no BPF
 //	export                       OTLP, Prometheus, CLI writers: on reports, no BPF
 //	pipeline                     wiring of sources, join and sinks
@@ -26,16 +28,18 @@ const module = "github.com/timeout-tracer/tracer"
 // module), which of the module's packages it may import directly.
 var allowed = []layer{
 	{pkg: "event", may: nil, noBPF: true},
+	{pkg: "tick", may: nil, noBPF: true},
 	{pkg: "gobin", may: []string{"gobin"}},
 	{pkg: "workload", may: []string{"workload"}, noBPF: true},
 	{pkg: "record", may: []string{"event"}, noBPF: true},
 	{pkg: "correlate", may: []string{"event"}, noBPF: true},
 	{pkg: "export", may: []string{"event", "correlate", "workload"}, noBPF: true},
-	{pkg: "collector", may: []string{"collector", "event", "gobin", "workload"}},
-	{pkg: "pipeline", may: []string{"pipeline", "collector", "event", "gobin", "workload", "correlate", "record", "export"}},
+	{pkg: "sample", may: []string{"event", "tick"}, noBPF: true},
+	{pkg: "collector", may: []string{"collector", "event", "gobin", "tick"}},
+	{pkg: "pipeline", may: []string{"pipeline", "collector", "sample", "tick", "event", "gobin", "workload", "correlate", "record", "export"}},
 	{pkg: "deploy", may: nil, noBPF: true},
 	{pkg: "tools", may: []string{"deploy"}},
-	{pkg: "cmd", may: []string{"collector", "event", "gobin", "workload", "correlate", "record", "export", "pipeline", "deploy"}},
+	{pkg: "cmd", may: []string{"collector", "sample", "tick", "event", "gobin", "workload", "correlate", "record", "export", "pipeline", "deploy"}},
 }
 
 type layer struct {

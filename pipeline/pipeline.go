@@ -14,12 +14,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/pipeline/adaptive"
 	"github.com/timeout-tracer/tracer/pipeline/storm"
+	"github.com/timeout-tracer/tracer/tick"
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 // Config says what to trace and how.
@@ -78,9 +81,9 @@ type Sink struct {
 type Pipeline struct {
 	cfg  Config
 	log  *slog.Logger
-	tcp  *collector.TCP
-	goP  *collector.GoProbes // Start: the process
-	goN  *collector.GoNode
+	tcp  *tcp.Collector
+	goP  *goprobe.Process // Start: the process
+	goN  *goprobe.Node
 	node bool
 	// merge orders the sources' events on their watermarks; stream is
 	// everything after it (correlator, audit), the same pure code `tracer
@@ -118,7 +121,7 @@ type Pipeline struct {
 
 // procState is one traced process: its probes and its adaptive switch.
 type procState struct {
-	probes *collector.GoProbes
+	probes *goprobe.Process
 	ctl    *adaptive.Controller
 	// goidOff is runtime.g.goid's offset in the binary (-1: unknown). The
 	// kernel's send/receive hooks read the goroutine doing the I/O only
@@ -152,11 +155,11 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
-	if p.goP, err = collector.StartGo(collector.GoConfig{PID: cfg.PID, Logger: p.log}); err != nil {
+	if p.goP, err = goprobe.Start(goprobe.Config{PID: cfg.PID, Logger: p.log}); err != nil {
 		return nil, err
 	}
 	p.goN = p.goP.Node()
-	if p.tcp, err = collector.StartTCP(collector.Config{PID: uint32(cfg.PID), Lifecycle: true,
+	if p.tcp, err = tcp.Start(tcp.Config{PID: uint32(cfg.PID), Lifecycle: true,
 		ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
 		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
 	}
@@ -186,10 +189,10 @@ func StartNode(cfg Config, sink Sink) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
-	if p.goN, err = collector.NewGoNode(collector.GoNodeConfig{Logger: p.log}); err != nil {
+	if p.goN, err = goprobe.NewNode(goprobe.NodeConfig{Logger: p.log}); err != nil {
 		return nil, err
 	}
-	if p.tcp, err = collector.StartTCP(collector.Config{Lifecycle: true, ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
+	if p.tcp, err = tcp.Start(tcp.Config{Lifecycle: true, ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
 		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
 	}
 	if err := p.corrStart(); err != nil {
@@ -235,9 +238,9 @@ func (p *Pipeline) corrStart() (err error) {
 func lagging() uint64 { return monoNow() - uint64(reorder) }
 
 // AddProcess starts tracing process pid (StartNode). Errors wrapping
-// collector.ErrNotTraceable mean it cannot be traced; nothing is left
+// goprobe.ErrNotTraceable mean it cannot be traced; nothing is left
 // attached for it then.
-func (p *Pipeline) AddProcess(pid int) (*collector.GoProbes, error) {
+func (p *Pipeline) AddProcess(pid int) (*goprobe.Process, error) {
 	g, err := p.goN.Add(pid)
 	if err != nil {
 		return nil, err
@@ -272,7 +275,7 @@ func (p *Pipeline) Traced(pid uint32) bool {
 
 // track registers a process whose Go probes are attached: goroutine
 // naming in the kernel, audit and detail as configured.
-func (p *Pipeline) track(g *collector.GoProbes) error {
+func (p *Pipeline) track(g *goprobe.Process) error {
 	pid := uint32(g.PID())
 	ps := &procState{probes: g, ctl: adaptive.New(p.cfg.Policy), goidOff: -1}
 	if off, err := g.Binary().FieldOffset("runtime.g", "goid"); err == nil {
@@ -281,7 +284,7 @@ func (p *Pipeline) track(g *collector.GoProbes) error {
 	// Connections its listeners accept are attributed to the process from
 	// their handshake (the kernel side records listeners at listen(); these
 	// predate the collector).
-	if n, err := p.tcp.AdoptListeners(pid, p.cfg.Local.CgroupRoot); err != nil {
+	if n, err := p.tcp.AdoptListeners(pid, workload.CgroupID(int(pid), p.cfg.Local.CgroupRoot)); err != nil {
 		p.log.Warn("listening sockets not adopted: connections they accept are attributed at their first send", "pid", pid, "err", err)
 	} else if n > 0 {
 		p.log.Debug("listening sockets adopted", "pid", pid, "listeners", n)
@@ -332,13 +335,13 @@ func (p *Pipeline) proc(pid uint32) *procState {
 }
 
 // Probes is the Go side, for its binary and counters.
-func (p *Pipeline) Probes() *collector.GoProbes { return p.goP }
+func (p *Pipeline) Probes() *goprobe.Process { return p.goP }
 
 // TCP is the kernel side, for its counters.
-func (p *Pipeline) TCP() *collector.TCP { return p.tcp }
+func (p *Pipeline) TCP() *tcp.Collector { return p.tcp }
 
 // Node is the Go side's programs, for its counters.
-func (p *Pipeline) Node() *collector.GoNode { return p.goN }
+func (p *Pipeline) Node() *goprobe.Node { return p.goN }
 
 func (p *Pipeline) setDetail(ps *procState, on bool, reason string) error {
 	pid := uint32(ps.probes.PID())
@@ -385,13 +388,13 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	// something is buffered or waiting, every 250 ms when idle (an idle
 	// agent's every wakeup is CPU the node pays for nothing).
 	const tickBusy, tickIdle = 50 * time.Millisecond, 250 * time.Millisecond
-	tick := collector.NewTicker(tickBusy) // on the instants of the collectors' timers
-	defer tick.Stop()
+	tk := tick.NewTicker(tickBusy) // on the instants of the collectors' timers
+	defer tk.Stop()
 	busy := true
 	wake := func() {
 		if !busy {
 			busy = true
-			tick.Reset(tickBusy)
+			tk.Reset(tickBusy)
 		}
 	}
 	in := p.in
@@ -459,10 +462,10 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			// release the report.
 			p.kickAll()
 			// The kicked readers drain within a few milliseconds.
-			tick.Reset(5 * time.Millisecond)
+			tk.Reset(5 * time.Millisecond)
 			busy = true
 			continue
-		case <-tick.C:
+		case <-tk.C:
 			p.watchAdded()
 			p.controlTick()
 			if err := p.release(in); err != nil {
@@ -477,9 +480,9 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			}
 			busy = p.merge.Buffered() > 0 || p.stream.Waiting()
 			if busy {
-				tick.Reset(tickBusy)
+				tk.Reset(tickBusy)
 			} else {
-				tick.Reset(tickIdle)
+				tk.Reset(tickIdle)
 			}
 		case <-exited:
 			return p.finish(in)

@@ -434,12 +434,21 @@ func checkMake(args []string, targets map[string]bool) error {
 	return nil
 }
 
+// docsRoot is the command tree as Execute makes it: with the --help and
+// --version flags cobra adds only then.
+func docsRoot() *cobra.Command {
+	root := newRootCommand()
+	root.InitDefaultHelpFlag()
+	root.InitDefaultVersionFlag()
+	return root
+}
+
 // checkTracer parses a tracer command line (the words after the command
 // word) with the real command tree, once per alternative of each `a|b`
 // value. An inline span of command names alone (`tracer replay` in a
 // sentence) names a command: it must exist, but need not be complete.
 func checkTracer(args []string, inline bool) error {
-	root := newRootCommand()
+	root := docsRoot()
 	cmd, rest, err := root.Find(substitute(root, args, -1, 0))
 	if err != nil {
 		return err
@@ -458,7 +467,7 @@ func checkTracer(args []string, inline bool) error {
 		}
 	}
 	for _, r := range runs {
-		root := newRootCommand()
+		root := docsRoot()
 		cmd, rest, err := root.Find(substitute(root, args, r[0], r[1]))
 		if err != nil {
 			return err

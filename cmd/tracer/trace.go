@@ -7,11 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/pipeline"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 type traceFlags struct {
@@ -158,7 +160,7 @@ func warnGrowth(w io.Writer, last *uint64, now uint64, format string) {
 
 // watchLosses prints a warning line whenever either ring buffer lost
 // events, until the returned stop is called (which checks once more).
-func watchLosses(stderr io.Writer, g *collector.GoProbes, t *collector.TCP) (stop func()) {
+func watchLosses(stderr io.Writer, g *goprobe.Process, t *tcp.Collector) (stop func()) {
 	var goLost, tcpLost, goMissed, tcpMissed uint64
 	check := func() {
 		if s, err := g.Stats(); err == nil {
@@ -174,12 +176,12 @@ func watchLosses(stderr io.Writer, g *collector.GoProbes, t *collector.TCP) (sto
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		tick := collector.NewTicker(time.Second)
-		defer tick.Stop()
+		tk := tick.NewTicker(time.Second)
+		defer tk.Stop()
 		for {
 			select {
-			case <-tick.C:
-				tick.Next()
+			case <-tk.C:
+				tk.Next()
 				check()
 			case <-done:
 				return
