@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,38 @@ type Ring struct {
 
 	mu     sync.RWMutex
 	closed bool
+
+	// progress is the monotonic time before which every sample the ring
+	// held has been handed to Consume's handle (see Progress).
+	progress atomic.Uint64
+}
+
+// Slack is how long a BPF program may take between reading its timestamp
+// and committing its sample (microseconds, unless a uprobe's program is
+// preempted): Progress stays this far behind the moment it drained the
+// ring.
+const Slack = 5 * time.Millisecond
+
+// Progress is the monotonic time before which every sample of the ring has
+// been handed to Consume's handle (and so, by the collectors, sent on their
+// channels): the merge's watermark for this source. 0 until the first
+// drain.
+func (r *Ring) Progress() uint64 { return r.progress.Load() }
+
+// Kick makes a Consume waiting for its next poll look at the ring now, and
+// so say its progress, instead of up to a poll interval later.
+func (r *Ring) Kick() {
+	if r.f != nil {
+		r.f.SetReadDeadline(time.Now())
+	}
+}
+
+// drained says the ring was empty at t (everything committed before it has
+// been handled).
+func (r *Ring) drained(t uint64) {
+	if t > uint64(Slack) {
+		r.progress.Store(t - uint64(Slack))
+	}
 }
 
 // NewRing opens a reader of ring buffer map m.
@@ -106,12 +139,17 @@ func (r *Ring) isClosed() bool {
 // end the loop.
 func (r *Ring) Consume(poll time.Duration, log *slog.Logger, handle func(raw []byte) bool) {
 	var rec ringbuf.Record
+	first := true // the first look is at once: a source says its progress from the start
 	for {
+		var t uint64 // when the drain below started: everything before it is read by its end
 		if r.f != nil {
-			if !r.wait(poll) {
+			if !first && !r.wait(poll) {
 				return
 			}
+			first = false
+			t = tick.Mono()
 			if !r.ready() {
+				r.drained(t)
 				continue // the poll interval passed with nothing to read: no system call
 			}
 			r.rd.SetDeadline(time.Now()) // drain what is there, without blocking
@@ -119,8 +157,12 @@ func (r *Ring) Consume(poll time.Duration, log *slog.Logger, handle func(raw []b
 			r.rd.SetDeadline(tick.Next(poll))
 		}
 		for {
+			if r.f == nil {
+				t = tick.Mono() // the blocking read returns what came before its deadline
+			}
 			err := r.rd.ReadInto(&rec)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
+				r.drained(t)
 				break
 			}
 			switch {

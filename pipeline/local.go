@@ -69,8 +69,7 @@ func (p *Pipeline) startLocal() error {
 		p.log.Warn("run-queue delay and GC pauses not traced", "err", err)
 		return nil
 	}
-	l.sched = s
-	l.forward(s.Events())
+	l.sched = s // its events are a source of their own (the pipeline reads its progress)
 	l.runqueueAuto = l.mode == "auto"
 	if l.mode == "always" {
 		p.switchRunqueue(true)
@@ -100,7 +99,6 @@ func (p *Pipeline) trackLocal(g *goprobe.Process) {
 		return
 	}
 	pid := uint32(g.PID())
-	mono := monoNow()
 	th, err := sample.StartThrottle(sample.ThrottleConfig{PID: int(pid), CgroupRoot: p.cfg.Local.CgroupRoot, Logger: p.log})
 	if err != nil {
 		p.log.Warn("CPU throttling not traced", "pid", pid, "err", err)
@@ -124,6 +122,7 @@ func (p *Pipeline) trackLocal(g *goprobe.Process) {
 	// Pauses are events: a zero-length one in the stream says the probes
 	// watch from now (recordings carry it, so a replay says 0, not null,
 	// for a context without a pause).
+	mono := monoNow() // the probes watch from now: they are attached
 	select {
 	case l.ch <- event.Local{Start: mono, Mono: mono, PID: pid, Kind: event.LocalGCPause}:
 	case <-l.done:

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/collector/goprobe"
 	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/correlate"
@@ -96,6 +97,9 @@ type Pipeline struct {
 	// kick, per source, asks it to say its progress now rather than at its
 	// next poll; nil when it cannot.
 	kick [nSources]func()
+	// heldExpiries is the number of expiries the merge holds (Run's
+	// goroutine).
+	heldExpiries int
 	// in are the sources' channels; nil: the collectors' (tests set their
 	// own).
 	in *inputs
@@ -136,10 +140,15 @@ const (
 	srcTCP = iota
 	srcDeadlines
 	srcBindings
-	srcLocal
+	srcLocal // the throttling samplers (user space: their events are sent as they are made)
+	srcSched // run-queue and GC events (a ring buffer)
 	srcCalls
 	nSources
 )
+
+// localSlack is how far behind now the samplers' progress is taken: their
+// events reach the merge through a forwarding goroutine.
+const localSlack = 20 * time.Millisecond
 
 // reorder is what a source without its own progress is assumed to lag:
 // the ring buffers are read on their own schedules (each polls within
@@ -169,6 +178,7 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 	if err := p.startLocal(); err != nil {
 		return nil, err
 	}
+	p.wireSources()
 	if err := p.track(p.goP); err != nil {
 		return nil, err
 	}
@@ -201,6 +211,7 @@ func StartNode(cfg Config, sink Sink) (_ *Pipeline, err error) {
 	if err := p.startLocal(); err != nil {
 		return nil, err
 	}
+	p.wireSources()
 	return p, nil
 }
 
@@ -236,6 +247,21 @@ func (p *Pipeline) corrStart() (err error) {
 // lagging is the progress of a source that does not say its own: the
 // wall clock less reorder.
 func lagging() uint64 { return monoNow() - uint64(reorder) }
+
+// wireSources takes each source's progress (and its kick) from the
+// collector that feeds it.
+func (p *Pipeline) wireSources() {
+	p.progress[srcTCP], p.kick[srcTCP] = p.tcp.Progress, p.tcp.Kick
+	p.progress[srcDeadlines], p.kick[srcDeadlines] = p.goN.Progress, p.goN.Kick
+	p.progress[srcBindings], p.kick[srcBindings] = p.goN.BindingsProgress, p.goN.Kick
+	p.progress[srcCalls], p.kick[srcCalls] = p.goN.BindingsProgress, p.goN.Kick
+	p.progress[srcLocal] = func() uint64 { return monoNow() - uint64(localSlack) }
+	if s := p.local.sched; s != nil {
+		p.progress[srcSched], p.kick[srcSched] = s.Progress, s.Kick
+	} else {
+		p.progress[srcSched] = func() uint64 { return ^uint64(0) } // no such source
+	}
+}
 
 // AddProcess starts tracing process pid (StartNode). Errors wrapping
 // goprobe.ErrNotTraceable mean it cannot be traced; nothing is left
@@ -408,18 +434,27 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	due.Stop()
 	defer due.Stop()
 	dueAt := uint64(0)
-	armDue := func() {
+	// armDue arms the timer for the next report, a ring's slack after its
+	// due time (a drain at t says only that it is past t less the slack).
+	// A report still held after its time means a source has not answered
+	// a kick: it is kicked again at each tick until it does.
+	armDue := func() (late bool) {
 		t, ok := p.stream.NextDue()
-		if !ok || t == dueAt {
-			return
+		if !ok {
+			return false
 		}
-		dueAt = t
+		at := t + uint64(collector.Slack+2*time.Millisecond)
 		now := monoNow()
-		wait := time.Duration(0)
-		if t > now {
-			wait = time.Duration(t - now)
+		if at != dueAt {
+			dueAt = at
+			wait := time.Duration(0)
+			if at > now {
+				wait = time.Duration(at - now)
+			}
+			due.Reset(wait)
+			return false
 		}
-		due.Reset(wait)
+		return now >= at
 	}
 	for {
 		select {
@@ -440,7 +475,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			if !ok {
 				return errors.New("deadline event stream ended unexpectedly")
 			}
-			p.merge.Add(&d)
+			p.addExpiry(&d)
 			wake()
 			p.observeExpiry(&d)
 		case b, ok := <-in.bindings:
@@ -453,6 +488,13 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 		case l, ok := <-in.local:
 			if !ok {
 				in.local = nil
+				continue
+			}
+			p.merge.Add(&l)
+			wake()
+		case l, ok := <-in.sched:
+			if !ok {
+				in.sched = nil
 				continue
 			}
 			p.merge.Add(&l)
@@ -471,7 +513,14 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			if err := p.release(in); err != nil {
 				return err
 			}
-			armDue()
+			late := armDue()
+			if late {
+				p.kickAll()
+			} else if p.heldExpiries > 0 && p.kickLagging() {
+				// An expiry waits for a quiet source's next poll: ask it
+				// now (an expiry the merge holds is not yet a due report).
+				late = true
+			}
 			if err := p.nodeGuardTick(time.Now()); err != nil {
 				return err
 			}
@@ -479,9 +528,12 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				return err
 			}
 			busy = p.merge.Buffered() > 0 || p.stream.Waiting()
-			if busy {
+			switch {
+			case late:
+				tk.Reset(5 * time.Millisecond) // the kicked readers drain within a few milliseconds
+			case busy:
 				tk.Reset(tickBusy)
-			} else {
+			default:
 				tk.Reset(tickIdle)
 			}
 		case <-exited:
@@ -498,11 +550,15 @@ type inputs struct {
 	deadlines <-chan event.Deadline
 	bindings  <-chan event.Binding
 	local     <-chan event.Local
+	sched     <-chan event.Local
 	calls     <-chan event.Call
 }
 
 func (p *Pipeline) inputs() *inputs {
 	in := &inputs{tcp: p.tcp.Events(), deadlines: p.goN.Events(), bindings: p.goN.Bindings(), local: p.local.events()}
+	if p.local.sched != nil {
+		in.sched = p.local.sched.Events()
+	}
 	if p.cfg.Audit {
 		in.calls = p.goN.Calls()
 	}
@@ -526,7 +582,7 @@ func (p *Pipeline) drain(in *inputs) {
 		if !ok {
 			break
 		}
-		p.merge.Add(&d)
+		p.addExpiry(&d)
 		p.observeExpiry(&d)
 	}
 	for n := len(in.bindings); n > 0; n-- {
@@ -543,6 +599,13 @@ func (p *Pipeline) drain(in *inputs) {
 		}
 		p.merge.Add(&l)
 	}
+	for n := len(in.sched); n > 0; n-- {
+		l, ok := <-in.sched
+		if !ok {
+			break
+		}
+		p.merge.Add(&l)
+	}
 	for n := len(in.calls); n > 0; n-- {
 		c, ok := <-in.calls
 		if !ok {
@@ -550,6 +613,39 @@ func (p *Pipeline) drain(in *inputs) {
 		}
 		p.merge.Add(&c)
 	}
+}
+
+// addExpiry hands an expiry to the merge; heldExpiries counts those it
+// holds, for which lagging sources are kicked.
+func (p *Pipeline) addExpiry(d *event.Deadline) {
+	p.heldExpiries++
+	p.merge.Add(d)
+}
+
+// push hands one released event to the stream.
+func (p *Pipeline) push(ev event.Any) error {
+	if _, ok := ev.(*event.Deadline); ok {
+		p.heldExpiries--
+	}
+	return p.stream.Push(ev)
+}
+
+// kickLag is how far behind now a source's progress may be, while the
+// merge holds events, before it is asked for it (a quiet Go ring polls
+// only once a second).
+const kickLag = 30 * time.Millisecond
+
+// kickLagging asks the sources that lag to say their progress now, and
+// reports whether it asked any.
+func (p *Pipeline) kickLagging() bool {
+	now, kicked := monoNow(), false
+	for i, k := range p.kick {
+		if k != nil && p.progress[i]()+uint64(kickLag) < now {
+			k()
+			kicked = true
+		}
+	}
+	return kicked
 }
 
 // kickAll asks every source that can to say its progress now.
@@ -603,7 +699,7 @@ func (p *Pipeline) release(in *inputs) error {
 		p.merge.Progress(i, prog())
 	}
 	p.drain(in)
-	w, err := p.merge.Release(p.stream.Push)
+	w, err := p.merge.Release(p.push)
 	if err != nil {
 		return err
 	}
@@ -635,7 +731,7 @@ wait:
 		}
 	}
 	p.drain(in)
-	if err := p.merge.Drain(p.stream.Push); err != nil {
+	if err := p.merge.Drain(p.push); err != nil {
 		return err
 	}
 	if err := p.stream.Push(&event.Mark{Mono: max(end, p.stream.Now())}); err != nil {

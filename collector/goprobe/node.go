@@ -349,3 +349,19 @@ func (n *Node) Close() error {
 	})
 	return n.closeErr
 }
+
+// Progress is the monotonic time before which every expiry has been sent
+// on Events (the merge's watermark for that source; 0 before the first
+// read).
+func (n *Node) Progress() uint64 { return n.reader.Progress() }
+
+// BindingsProgress is the same for Bindings and Calls, which come from one
+// ring.
+func (n *Node) BindingsProgress() uint64 { return n.bindRd.Progress() }
+
+// Kick makes both readers look at their rings now instead of at their next
+// polls.
+func (n *Node) Kick() {
+	n.reader.Kick()
+	n.bindRd.Kick()
+}

@@ -482,3 +482,10 @@ func (s *Collector) Close() error {
 	close(s.events)
 	return errors.Join(errs...)
 }
+
+// Progress is the monotonic time before which every run-queue and GC event
+// has been sent on Events (the merge's watermark for this source).
+func (s *Collector) Progress() uint64 { return s.reader.Progress() }
+
+// Kick makes the reader look at its ring now instead of at its next poll.
+func (s *Collector) Kick() { s.reader.Kick() }

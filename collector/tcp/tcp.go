@@ -339,3 +339,11 @@ func (c *Collector) ProgramStats() (map[string]ProgramStat, error) {
 	}
 	return out, nil
 }
+
+// Progress is the monotonic time before which every kernel event has been
+// sent on Events (the merge's watermark for this source; 0 before the
+// first read).
+func (c *Collector) Progress() uint64 { return c.reader.Progress() }
+
+// Kick makes the reader look at its ring now instead of at its next poll.
+func (c *Collector) Kick() { c.reader.Kick() }
