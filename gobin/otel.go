@@ -82,11 +82,6 @@ func OTelProbeFields() []OTelFieldRef {
 	return fs
 }
 
-// otelKey indexes the generated OpenTelemetry offsets table.
-type otelKey struct {
-	module, version, typ, path string
-}
-
 // SpanContextLayout gives the offsets of the fields of a
 // go.opentelemetry.io/otel/trace.SpanContext that the probes read.
 type SpanContextLayout struct {
