@@ -59,6 +59,16 @@ generate-check: generate ## fail if the committed BPF objects are stale
 		echo "generated BPF objects are stale: run 'make generate' and commit them" >&2; exit 1; \
 	fi
 
+# gobin's struct layouts (docs/layouts.md): regenerated into a temporary
+# directory from the generate sections of the committed files, then compared.
+# Each probe's result is cached by a key of all its inputs
+# (~/.cache/timeout-tracer/layouts), so only a changed input builds.
+.PHONY: layouts-check
+layouts-check: ## fail if gobin/layouts/*.json differ from a regeneration (go generate ./gobin)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd gobin && \
+	$(GO) run ./internal/genlayouts -out "$$tmp" && \
+	if ! diff -ru layouts "$$tmp"; then echo "gobin/layouts are stale: run 'go generate ./gobin' and commit them" >&2; exit 1; fi
+
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

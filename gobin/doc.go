@@ -3,8 +3,9 @@
 // function addresses (from .symtab, or from .gopclntab when stripped) and
 // their file offsets for uprobe attachment, disassembles functions to find
 // RETs, call sites and the end of the stack-check prologue, locates the
-// context deadline probe points, resolves struct field offsets (DWARF, else a
-// generated per-Go-version table) and symbolizes PCs into logical frames,
+// context deadline probe points, resolves struct field offsets (DWARF, else
+// the layouts measured per Go release and module version, gobin/layouts,
+// docs/layouts.md) and symbolizes PCs into logical frames,
 // expanding inlined calls.
 //
 // gobin only reads files. It must not need root, load or attach BPF programs,

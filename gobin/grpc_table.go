@@ -1,11 +1,8 @@
 package gobin
 
-//go:generate go run ./internal/gengrpc -o grpc_offsets_table.go
-
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // The modules whose struct fields the gRPC probes read.
@@ -78,48 +75,10 @@ func (b *Binary) hasGRPCField(typ, path string) bool {
 	return err == nil
 }
 
-// grpcTableLookup finds f for a module version in the generated table. A
-// version the table lacks borrows the offsets of the nearest lower version
-// only when the nearest higher one has the same offsets for every field of
-// f.Type (the layout did not change across the bracket) — the rule of the
-// OpenTelemetry table.
+// grpcTableLookup finds f for a module version in the generated layouts
+// (gobin/layouts/grpc.json), with the bracket rule of the OpenTelemetry
+// layouts (otelTableLookup).
 func grpcTableLookup(f GRPCFieldRef, version string) (int64, error) {
-	noOffsets := func(why string) (int64, error) {
-		return 0, fmt.Errorf("resolve %s.%s: %w: %s@%q %s (table: %s)", f.Type, f.Path, ErrNoOffsets,
-			f.Module, version, why, strings.Join(grpcTableVersions()[f.Module], ", "))
-	}
-	key := func(v string, g GRPCFieldRef) otelKey { return otelKey{g.Module, v, g.Type, g.Path} }
-	if off, ok := grpcTableOffset(key(version, f)); ok {
-		return off, nil
-	}
-	if _, ok := parseSemver(version); !ok {
-		return noOffsets("is not a release version")
-	}
-	var lo, hi string
-	for _, v := range grpcTableVersions()[f.Module] {
-		switch c := compareSemver(v, version); {
-		case c < 0 && (lo == "" || compareSemver(v, lo) > 0):
-			lo = v
-		case c > 0 && (hi == "" || compareSemver(v, hi) < 0):
-			hi = v
-		}
-	}
-	if lo == "" || hi == "" {
-		return noOffsets("is outside the table")
-	}
-	for _, g := range GRPCProbeFields() {
-		if g.Module != f.Module || g.Type != f.Type {
-			continue
-		}
-		a, aok := grpcTableOffset(key(lo, g))
-		z, zok := grpcTableOffset(key(hi, g))
-		if aok != zok || a != z {
-			return noOffsets(fmt.Sprintf("lies between %s and %s, whose %s layouts differ", lo, hi, f.Type))
-		}
-	}
-	off, ok := grpcTableOffset(key(lo, f))
-	if !ok {
-		return noOffsets(fmt.Sprintf("lies between %s and %s, which lack %s.%s", lo, hi, f.Type, f.Path))
-	}
-	return off, nil
+	off, _, err := moduleTableOffset("grpc", f.Module, version, f.Type, f.Path)
+	return off, err
 }

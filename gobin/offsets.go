@@ -1,11 +1,11 @@
 package gobin
 
-//go:generate go run ./internal/genoffsets -o offsets_table.go
-
 import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/timeout-tracer/tracer/gobin/internal/layout"
 )
 
 // FieldRef names a struct field the probes read: Type is the Go type's full
@@ -49,17 +49,9 @@ func ProbeFields() []FieldRef {
 	}
 }
 
-// offsetKey indexes the generated table.
-type offsetKey struct {
-	release string // Go release "1.26"
-	arch    string // "amd64" or "arm64"
-	typ     string
-	path    string
-}
-
 // FieldOffset returns the byte offset of fieldPath within the struct
-// typeName: from DWARF when the binary has it, else from the generated table
-// for the binary's Go release (major.minor) and architecture, which covers
+// typeName: from DWARF when the binary has it, else from the generated layouts
+// (gobin/layouts/go.json) for the binary's Go release (major.minor) and architecture, which covers
 // the fields of ProbeFields. Without DWARF and outside the table it returns
 // an error wrapping ErrNoOffsets.
 func (b *Binary) FieldOffset(typeName, fieldPath string) (int64, error) {
@@ -71,9 +63,13 @@ func (b *Binary) FieldOffset(typeName, fieldPath string) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("resolve %s.%s: %w: unparsable version %q", typeName, fieldPath, ErrNoOffsets, b.GoVersion)
 	}
-	if off, ok := tableOffset(offsetKey{release, b.Arch, typeName, fieldPath}); ok {
+	t, err := layoutTable("go")
+	if err != nil {
+		return 0, fmt.Errorf("resolve %s.%s: %w", typeName, fieldPath, err)
+	}
+	if off, ok := t.Offset(layout.Key{Version: release, Arch: b.Arch}, typeName, fieldPath); ok {
 		return off, nil
 	}
 	return 0, fmt.Errorf("resolve %s.%s: %w: binary has no DWARF and the table (%s) has no entry for go%s/%s",
-		typeName, fieldPath, ErrNoOffsets, strings.Join(tableToolchains(), ", "), release, b.Arch)
+		typeName, fieldPath, ErrNoOffsets, strings.Join(t.Toolchains(), ", "), release, b.Arch)
 }

@@ -18,7 +18,7 @@ func TestFieldOffsets(t *testing.T) {
 				t.Errorf("FieldOffset(%s, %s): %v", f.Type, f.Path, err)
 				continue
 			}
-			table, ok := tableOffset(offsetKey{release, v.goarch, f.Type, f.Path})
+			table, ok := goLayoutOffset(t, release, v.goarch, f)
 			if !ok {
 				t.Errorf("table has no %s.%s for go%s/%s; run go generate", f.Type, f.Path, release, v.goarch)
 			} else if got != table {

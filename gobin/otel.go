@@ -1,7 +1,5 @@
 package gobin
 
-//go:generate go run ./internal/genotel -o otel_offsets_table.go
-
 import (
 	"errors"
 	"fmt"
@@ -82,11 +80,6 @@ func OTelProbeFields() []OTelFieldRef {
 		fs = append(fs, OTelFieldRef{s.module, s.dwarfName(), s.field})
 	}
 	return fs
-}
-
-// otelKey indexes the generated OpenTelemetry offsets table.
-type otelKey struct {
-	module, version, typ, path string
 }
 
 // SpanContextLayout gives the offsets of the fields of a
@@ -282,48 +275,13 @@ func (b *Binary) otelOffset(f OTelFieldRef, version string) (int64, string, erro
 	return toff, fmt.Sprintf("table %s@%s", f.Module, used), nil
 }
 
-// otelTableLookup finds f for a module version in the generated table. A
-// version the table lacks borrows the offsets of the nearest lower version
-// only when the nearest higher one has the same offsets for every field of
-// f.Type: the layout did not change across the bracket.
+// otelTableLookup finds f for a module version in the generated layouts
+// (gobin/layouts/otel.json). A version the layouts lack borrows the offsets
+// of the nearest lower version only when the nearest higher one has the
+// same offsets for every field of f.Type: the layout did not change across
+// the bracket.
 func otelTableLookup(f OTelFieldRef, version string) (int64, string, error) {
-	noOffsets := func(why string) (int64, string, error) {
-		return 0, "", fmt.Errorf("resolve %s.%s: %w: %s@%q %s (table: %s)", f.Type, f.Path, ErrNoOffsets,
-			f.Module, version, why, strings.Join(otelTableVersions()[f.Module], ", "))
-	}
-	if off, ok := otelTableOffset(otelKey{f.Module, version, f.Type, f.Path}); ok {
-		return off, version, nil
-	}
-	if _, ok := parseSemver(version); !ok {
-		return noOffsets("is not a release version")
-	}
-	var lo, hi string
-	for _, v := range otelTableVersions()[f.Module] {
-		switch c := compareSemver(v, version); {
-		case c < 0 && (lo == "" || compareSemver(v, lo) > 0):
-			lo = v
-		case c > 0 && (hi == "" || compareSemver(v, hi) < 0):
-			hi = v
-		}
-	}
-	if lo == "" || hi == "" {
-		return noOffsets("is outside the table")
-	}
-	for _, g := range OTelProbeFields() {
-		if g.Module != f.Module || g.Type != f.Type {
-			continue
-		}
-		a, aok := otelTableOffset(otelKey{g.Module, lo, g.Type, g.Path})
-		z, zok := otelTableOffset(otelKey{g.Module, hi, g.Type, g.Path})
-		if aok != zok || a != z {
-			return noOffsets(fmt.Sprintf("lies between %s and %s, whose %s layouts differ", lo, hi, f.Type))
-		}
-	}
-	off, ok := otelTableOffset(otelKey{f.Module, lo, f.Type, f.Path})
-	if !ok {
-		return noOffsets(fmt.Sprintf("lies between %s and %s, which lack %s.%s", lo, hi, f.Type, f.Path))
-	}
-	return off, lo, nil
+	return moduleTableOffset("otel", f.Module, version, f.Type, f.Path)
 }
 
 // contextWalkTypes are the context implementations whose parent Context the

@@ -1,4 +1,4 @@
-package gobin
+package layout
 
 import (
 	"strconv"
