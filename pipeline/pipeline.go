@@ -477,7 +477,6 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			}
 			p.addExpiry(&d)
 			wake()
-			p.observeExpiry(&d)
 		case b, ok := <-in.bindings:
 			if !ok {
 				in.bindings = nil // closed with the probes: stop selecting it
@@ -570,56 +569,33 @@ func (p *Pipeline) inputs() *inputs {
 // from releasing. The events a source handed over before its progress was
 // read are in its channel by then (or already taken).
 func (p *Pipeline) drain(in *inputs) {
-	for n := len(in.tcp); n > 0; n-- {
-		ev, ok := <-in.tcp
+	add := func(ev event.Any) { p.merge.Add(ev) }
+	drainHeld(in.tcp, func(ev *event.TCP) { add(ev) })
+	drainHeld(in.deadlines, p.addExpiry)
+	drainHeld(in.bindings, func(b *event.Binding) { add(b) })
+	drainHeld(in.local, func(l *event.Local) { add(l) })
+	drainHeld(in.sched, func(l *event.Local) { add(l) })
+	drainHeld(in.calls, func(c *event.Call) { add(c) })
+}
+
+// drainHeld hands over the values ch holds now (none of a nil channel).
+func drainHeld[T any](ch <-chan T, add func(*T)) {
+	for n := len(ch); n > 0; n-- {
+		v, ok := <-ch
 		if !ok {
-			break
+			return
 		}
-		p.merge.Add(&ev)
-	}
-	for n := len(in.deadlines); n > 0; n-- {
-		d, ok := <-in.deadlines
-		if !ok {
-			break
-		}
-		p.addExpiry(&d)
-		p.observeExpiry(&d)
-	}
-	for n := len(in.bindings); n > 0; n-- {
-		b, ok := <-in.bindings
-		if !ok {
-			break
-		}
-		p.merge.Add(&b)
-	}
-	for n := len(in.local); n > 0; n-- {
-		l, ok := <-in.local
-		if !ok {
-			break
-		}
-		p.merge.Add(&l)
-	}
-	for n := len(in.sched); n > 0; n-- {
-		l, ok := <-in.sched
-		if !ok {
-			break
-		}
-		p.merge.Add(&l)
-	}
-	for n := len(in.calls); n > 0; n-- {
-		c, ok := <-in.calls
-		if !ok {
-			break
-		}
-		p.merge.Add(&c)
+		add(&v)
 	}
 }
 
-// addExpiry hands an expiry to the merge; heldExpiries counts those it
-// holds, for which lagging sources are kicked.
+// addExpiry hands an expiry to the merge (heldExpiries counts those it
+// holds, for which lagging sources are kicked) and counts it for the storm
+// guard and the adaptive detail switch.
 func (p *Pipeline) addExpiry(d *event.Deadline) {
 	p.heldExpiries++
 	p.merge.Add(d)
+	p.observeExpiry(d)
 }
 
 // push hands one released event to the stream.
