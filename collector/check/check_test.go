@@ -1,11 +1,13 @@
 package check
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/collector/goprobe"
@@ -76,6 +78,15 @@ func TestCheckAdvice(t *testing.T) {
 	}
 }
 
+// A Go program that never sets a deadline links no timer context code: the
+// check says it cannot be traced and why, not that it lacks capabilities.
+func TestCheckNoDeadlineCode(t *testing.T) {
+	f := uprobeFix(fmt.Errorf("%w: process 1 (x, go1.26): find deadline sites: look up context.(*timerCtx).cancel: not found", goprobe.ErrNotTraceable), true, 0)
+	if !strings.Contains(f, "WithTimeout") || strings.Contains(f, "CAP_") {
+		t.Errorf("fix = %q", f)
+	}
+}
+
 // A process tracing cannot use is named with its reason, without any
 // privileges: one that is not Go, one that does not exist; and the
 // check's own process opens and is Go.
@@ -123,7 +134,11 @@ func TestCheckRunAsRoot(t *testing.T) {
 	if err := collector.Preflight(); err != nil {
 		t.Skipf("kernel tracing unavailable: %v", err)
 	}
-	tgt := exec.Command(testprog.Path(t, "deadlines"), "-rounds", "1")
+	// The deadline (context.WithTimeout) links the timer context code into
+	// this test binary: a Go program without it has nothing to probe.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tgt := exec.CommandContext(ctx, testprog.Path(t, "deadlines"), "-rounds", "1")
 	stdin, _ := tgt.StdinPipe() // it waits on stdin
 	if err := tgt.Start(); err != nil {
 		t.Fatal(err)

@@ -151,7 +151,9 @@ func otherProcessesItem(caps collector.Caps) Item {
 func uprobeFix(err error, multi bool, caps collector.Caps) string {
 	switch {
 	case errors.Is(err, goprobe.ErrNotTraceable):
-		return "this process cannot be traced (see above)"
+		// Measured: a Go test binary that never calls WithDeadline or
+		// WithTimeout has no context.(*timerCtx).cancel to probe.
+		return "only Go programs (Go 1.17+) that set context deadlines (context.WithDeadline, WithTimeout: their code is linked in only then) can be traced; the error says what this one lacks"
 	case errors.Is(err, os.ErrPermission) && !multi && !caps.Has(collector.CapSysAdmin):
 		return "no uprobe_multi links here (Linux before 6.6, or TT_UPROBE=perf), and perf-event uprobes need CAP_SYS_ADMIN on kernels with the 2025 change \"perf/core: Require CAP_SYS_ADMIN for uprobes\" (6.16 and the stable kernels it went to): grant CAP_SYS_ADMIN, or use Linux 6.6+"
 	case errors.Is(err, os.ErrPermission) && !multi:
