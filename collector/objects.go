@@ -4,25 +4,51 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"reflect"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
 )
 
-// Explain shortens verifier errors to their last lines and names the usual
-// permission problem; the full log is only useful to developers.
+// Explain shortens verifier errors to their last lines and says what a
+// refusal lacks; the full log is only useful to developers.
 func Explain(err error) error {
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
 		return fmt.Errorf("verifier rejected the program: %v", fmt.Sprintf("%.300v", ve))
 	}
 	if errors.Is(err, os.ErrPermission) {
-		return fmt.Errorf("%w (run as root, or grant CAP_BPF and CAP_PERFMON)", err)
+		caps, cerr := EffectiveCaps()
+		if cerr != nil {
+			caps = 0
+		}
+		return fmt.Errorf("%w (%s)", err, permissionHint(err, caps))
 	}
 	return err
+}
+
+// permissionHint says why err, a refusal, happened to a process holding
+// caps: the capabilities it lacks, else what else refuses. Only a process
+// lacking CAP_BPF or CAP_PERFMON is told to grant them.
+func permissionHint(err error, caps Caps) string {
+	if missing := caps.MissingToLoad(); missing != "" {
+		return "run as root, or grant " + missing
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Path, "/sys/kernel/tracing") || strings.HasPrefix(pe.Path, "/sys/kernel/debug/tracing")) {
+		// Measured: uid 65534 with CAP_BPF+CAP_PERFMON is refused, with
+		// CAP_DAC_OVERRIDE too gets as far as root.
+		return fmt.Sprintf("tracefs, through which kprobes are created, is root's (mode 0700) and this is uid %d: run as uid 0, or grant CAP_DAC_OVERRIDE", os.Geteuid())
+	}
+	held := "CAP_BPF and CAP_PERFMON are"
+	if caps.Has(CapSysAdmin) {
+		held = "CAP_SYS_ADMIN is"
+	}
+	return "refused although " + held + " held: kernel lockdown, a security module or a seccomp profile denies it"
 }
 
 // Replacements returns the maps of a bpf2go Maps struct (or a pointer to

@@ -274,6 +274,10 @@ func (p *Process) Key() gobin.FileID { return p.key }
 // PID is the traced process.
 func (p *Process) PID() int { return p.pid }
 
+// ColdProbes is the number of uprobes of the cold tier (the deadline
+// expiry probes), attached for the process's whole life.
+func (p *Process) ColdProbes() int { return len(p.cold) }
+
 // Stats returns the probes' counters: the node's, which are this
 // process's when it has the node to itself (Start).
 func (p *Process) Stats() (Stats, error) { return p.node.Stats() }
