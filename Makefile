@@ -14,7 +14,7 @@ TESTFLAGS ?= -count=1 -timeout 45m -p 1
 deps: ## install build and test dependencies (Debian, as root)
 	.ci/deps
 
-.PHONY: help deps build build-arm64 generate generate-check lint test test-unprivileged bench fuzz accuracy kmatrix e2e-k8s clean
+.PHONY: help deps build build-arm64 image image-ref generate generate-check lint test test-unprivileged bench fuzz accuracy kmatrix e2e-k8s clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -24,6 +24,17 @@ build: ## bin/tracer for this machine (no clang needed: BPF objects are committe
 
 build-arm64: ## bin/tracer-arm64
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tracer-arm64 ./cmd/tracer
+
+# No registry, no container engine: tools/imagebuild compiles the static
+# tracer for each platform and writes an OCI layout tar whose image name is
+# the one deploy/daemonset.yaml runs. Same commit, same Go: same bytes
+# (times from the commit, or SOURCE_DATE_EPOCH). Load it into a node's
+# containerd with `ctr -n k8s.io images import bin/tracer-image.tar`.
+image: ## bin/tracer-image.tar: OCI image (amd64 + arm64) named as in deploy/daemonset.yaml, reproducible
+	$(GO) run ./tools/imagebuild -o bin/tracer-image.tar
+
+image-ref: ## print the image name make image gives (deploy/daemonset.yaml's)
+	@$(GO) run ./tools/imagebuild -print-ref
 
 # clang 19's BTF type order depends on the length of the source's path (hash
 # order of its allocations): the same sources give different objects in

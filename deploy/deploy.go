@@ -75,6 +75,21 @@ func Capabilities() ([]string, error) {
 	return caps, nil
 }
 
+// Image returns the image the DaemonSet's container runs: the name `make
+// image` gives the image it builds, so that importing bin/tracer-image.tar
+// provides exactly what the manifest asks for.
+func Image() (string, error) {
+	ds, err := DaemonSet()
+	if err != nil {
+		return "", err
+	}
+	cs := ds.Spec.Template.Spec.Containers
+	if len(cs) != 1 || cs[0].Image == "" {
+		return "", errors.New("deploy/daemonset.yaml: want one container with an image")
+	}
+	return cs[0].Image, nil
+}
+
 // SetprivCaps spells capabilities for setpriv(1) --inh-caps,
 // --ambient-caps and --bounding-set: "BPF", "SYS_PTRACE" become
 // "+bpf,+sys_ptrace".

@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"fmt"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +13,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/timeout-tracer/tracer/export"
 )
+
+var semver = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
 
 // The capabilities the agent needs, each explained in daemonset.yaml and
 // README.md. Adding one must be a deliberate change of this list too.
@@ -294,4 +300,82 @@ func TestObjectsAreFresh(t *testing.T) {
 		t.Errorf("after changing a decoded copy: %v %v", caps, err)
 	}
 	var _ runtime.Object = a
+}
+
+// envValue resolves a container variable the way the kubelet does for
+// literal values and ConfigMap keys of this manifest.
+func envValue(t *testing.T, m objects, name string) string {
+	t.Helper()
+	for _, e := range m.ds.Spec.Template.Spec.Containers[0].Env {
+		if e.Name != name {
+			continue
+		}
+		if e.ValueFrom == nil {
+			return e.Value
+		}
+		ref := e.ValueFrom.ConfigMapKeyRef
+		if ref == nil || ref.Name != m.cm.Name {
+			t.Fatalf("%s from %+v, not from the manifest's ConfigMap", name, e.ValueFrom)
+		}
+		v, ok := m.cm.Data[ref.Key]
+		if !ok {
+			t.Fatalf("%s from ConfigMap key %s, which it does not hold", name, ref.Key)
+		}
+		return v
+	}
+	return ""
+}
+
+// The shipped manifest once sent OTLP/HTTP (the tracer's default) to the
+// gRPC port 4317: every span failed against a standard Collector. The
+// protocol must be set, known, and match the endpoint's port.
+func TestOTLPEndpointAndProtocolAgree(t *testing.T) {
+	m := load(t)
+	endpoint, protocol := envValue(t, m, "OTEL_EXPORTER_OTLP_ENDPOINT"), envValue(t, m, "OTEL_EXPORTER_OTLP_PROTOCOL")
+	if !slices.Contains(export.Protocols, protocol) {
+		t.Fatalf("OTEL_EXPORTER_OTLP_PROTOCOL %q, want one of %v (the tracer's default, http/protobuf, must not be left to chance)", protocol, export.Protocols)
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Port() == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		t.Fatalf("OTEL_EXPORTER_OTLP_ENDPOINT %q: want an http(s) URL with a port (%v)", endpoint, err)
+	}
+	wantPort := map[string]string{export.ProtocolGRPC: "4317", export.ProtocolHTTPProtobuf: "4318"}[protocol]
+	if u.Port() != wantPort {
+		t.Errorf("OTLP %s to port %s: the standard port for %s is %s", protocol, u.Port(), protocol, wantPort)
+	}
+	if protocol == export.ProtocolGRPC && u.Path != "" && u.Path != "/" {
+		t.Errorf("gRPC endpoint %q has a path: gRPC ignores it", endpoint)
+	}
+	if c := m.ds.Spec.Template.Spec.Containers[0]; !slices.Contains(c.Command, "--otlp") || slices.ContainsFunc(c.Command, func(a string) bool {
+		return strings.HasPrefix(a, "--otlp-protocol") || strings.HasPrefix(a, "--otlp-endpoint")
+	}) {
+		t.Errorf("command %q: want --otlp, with endpoint and protocol only from the ConfigMap (one place to edit)", c.Command)
+	}
+}
+
+// The image has a version tag (not latest) that `make image` builds and a
+// node can use once imported, without a registry.
+func TestImageVersionedAndLocal(t *testing.T) {
+	m := load(t)
+	c := m.ds.Spec.Template.Spec.Containers[0]
+	img, err := Image()
+	if err != nil || img != c.Image {
+		t.Fatalf("Image() = %q, %v; container runs %q", img, err, c.Image)
+	}
+	name, tag, ok := strings.Cut(img[strings.LastIndex(img, "/")+1:], ":")
+	if !ok || tag == "" || tag == "latest" || strings.Contains(img, "@") || name != "tracer" {
+		t.Errorf("image %q: want ghcr.io/timeout-tracer/tracer:<version>", img)
+	}
+	if !semver.MatchString(tag) {
+		t.Errorf("image tag %q is not a version (MAJOR.MINOR.PATCH)", tag)
+	}
+	if c.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("imagePullPolicy %s: want IfNotPresent, so that an image imported with ctr is used as it is", c.ImagePullPolicy)
+	}
+}
+
+func TestPriorityClass(t *testing.T) {
+	if p := load(t).ds.Spec.Template.Spec.PriorityClassName; p != "system-node-critical" {
+		t.Errorf("priorityClassName %q, want system-node-critical", p)
+	}
 }

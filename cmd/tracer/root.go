@@ -33,7 +33,10 @@ the connections of a process.
 Start with "tracer check" to see whether this machine can trace.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what `tracer version` prints.
+		Version: versionLine(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	root.AddCommand(newTraceCommand(g), newDaemonCommand(g), newTCPCommand(g), newRecordCommand(g), newReplayCommand(), newCheckCommand(), newVersionCommand())
 	return root
