@@ -12,7 +12,10 @@ mod="$here/kubebin"
 version=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$mod/go.mod")
 [ -n "$version" ] || { echo "build-bins: no k8s.io/kubernetes version in $mod/go.mod" >&2; exit 1; }
 out="${TT_K8S_BIN:-$(go env GOPATH)/bin/tt-k8s-$version}"
-key=$(cat "$mod/go.mod" "$mod/go.sum" "$0" | sha256sum | cut -c1-16)
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitCommit=0000000000000000000000000000000000000000 -X k8s.io/component-base/version.gitTreeState=clean"
+ldflags+=" -X k8s.io/component-base/version.gitMajor=$(echo "${version#v}" | cut -d. -f1) -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
+# The cache key: what the binaries are built from, and how.
+key=$( (cat "$mod/go.mod" "$mod/go.sum"; echo "$ldflags"; go env GOVERSION) | sha256sum | cut -c1-16)
 tools=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 if [ "$(cat "$out/.key" 2>/dev/null)" = "$key" ]; then
 	echo "$out"
@@ -21,8 +24,6 @@ fi
 mkdir -p "$out"
 rm -f "$out/.key"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOWORK=off
-ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitCommit=0000000000000000000000000000000000000000 -X k8s.io/component-base/version.gitTreeState=clean"
-ldflags+=" -X k8s.io/component-base/version.gitMajor=$(echo "${version#v}" | cut -d. -f1) -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
 cd "$mod"
 for t in "${tools[@]}"; do
 	start=$SECONDS

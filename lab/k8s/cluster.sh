@@ -187,13 +187,14 @@ inside() {
 	id=$(cat "$d/id")
 	bin=$TT_K8S_BIN
 	echo $$ >"$d/anchor.pid"
+	readlink /proc/self/ns/net >"$d/ns.net"
+	readlink /proc/self/ns/mnt >"$d/ns.mnt"
 	# A failure keeps this anchor (and so the namespaces) alive: cluster.sh
 	# down stops what did start. up sees DIR/failed.
 	hold() {
 		echo "$*" >"$d/failed"
 		log "inside: $*"
-		trap 'exit 0' TERM INT
-		while :; do sleep 1; done
+		wait_term
 	}
 	die() { hold "$*"; }
 	set +e -E
@@ -294,8 +295,18 @@ inside() {
 	touch "$d/ready"
 	log "inside: up (pids: $(awk '{printf "%s=%s ", $1, $2}' "$d/pids"))"
 	# Wait for cluster.sh down; the namespaces end with this process.
-	trap 'exit 0' TERM INT
-	while :; do sleep 1; done
+	wait_term
+}
+
+# wait_term waits for SIGTERM, leaving no sleep behind in the namespaces.
+wait_term() {
+	local sp=""
+	trap 'kill $sp 2>/dev/null; exit 0' TERM INT
+	while :; do
+		sleep 1 &
+		sp=$!
+		wait $sp || true
+	done
 }
 
 write_jaeger() {
@@ -391,12 +402,17 @@ run_in() {
 
 # ---------------------------------------------------------------- down
 
+# What of the cluster could leak onto the host: pod network namespaces
+# (CNI names them cni-*) and mounts of the cluster's paths. Other work on
+# the machine may add its own namespaces and mounts meanwhile: not compared.
 record_host() {
 	{
 		echo "## netns"
-		ip netns list 2>/dev/null | sort
+		ip netns list 2>/dev/null | awk '$1 ~ /^cni-/ {print $1}' | sort || true
 		echo "## mounts"
-		awk '{print $5, $9}' /proc/self/mountinfo | grep -E 'kubelet|containerd|/run/netns|tt-k8s|kubepods' | sort || true
+		awk '{print $5, $9}' /proc/self/mountinfo |
+			grep -E '/var/lib/(kubelet|containerd|cni|etcd)|/run/(containerd|netns/cni-|kubernetes)|tt-k8s|kubepods|/etc/resolv.conf|/proc/sys/(vm|kernel)/' |
+			sort || true
 	} >"$1"
 }
 
@@ -413,8 +429,8 @@ down() {
 	local anchor=""
 	[ -e "$d/anchor.pid" ] && anchor=$(cat "$d/anchor.pid")
 	local netns="" mntns=""
+	[ -e "$d/ns.net" ] && netns=$(cat "$d/ns.net") mntns=$(cat "$d/ns.mnt")
 	if [ -n "$anchor" ] && kill -0 "$anchor" 2>/dev/null; then
-		netns=$(readlink "/proc/$anchor/ns/net") mntns=$(readlink "/proc/$anchor/ns/mnt")
 		# Workloads first: the kubelet stops the pods it knows.
 		run_in "$d" kubectl delete namespace -l tt-e2e=1 --wait=false >/dev/null 2>&1 || true
 	fi
@@ -458,6 +474,15 @@ down() {
 		sleep 0.1
 	done
 	[ -n "$anchor" ] && kill -KILL "$anchor" 2>/dev/null || true
+	# A last sweep: anything still in the namespaces (a shim restarting).
+	if [ -n "$netns" ]; then
+		for p in /proc/[0-9]*; do
+			if [ "$(readlink "$p/ns/net" 2>/dev/null)" = "$netns" ] || [ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$mntns" ]; then
+				kill -KILL "${p#/proc/}" 2>/dev/null || true
+			fi
+		done
+		sleep 0.3
+	fi
 	# Cgroups, depth-first (a cgroup with tasks cannot go: retry a little).
 	for ((i = 0; i < 50; i++)); do
 		for cg in $(our_cgroups "$id"); do rmdir "$cg" 2>/dev/null || true; done
@@ -472,7 +497,7 @@ down() {
 	if [ -n "$netns" ] || [ -n "$mntns" ]; then
 		for p in /proc/[0-9]*; do
 			local n m
-			n=$(readlink "$p/ns/net" 2>/dev/null) m=$(readlink "$p/ns/mnt" 2>/dev/null)
+			n=$(readlink "$p/ns/net" 2>/dev/null || true) m=$(readlink "$p/ns/mnt" 2>/dev/null || true)
 			if [ "$n" = "$netns" ] || [ "$m" = "$mntns" ]; then
 				log "LEFT: process ${p#/proc/} ($(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-80)) in the cluster's namespaces"
 				rc=1
@@ -495,7 +520,7 @@ down() {
 	fi
 	if ((rc == 0)); then
 		log "down: nothing left (no process in its namespaces, no cgroup /$id, host netns and mounts as before)"
-		rm -f "$d/anchor.pid" "$d/ready" "$d/id"
+		rm -f "$d/anchor.pid" "$d/ready" "$d/id" "$d/ns.net" "$d/ns.mnt"
 	fi
 	return $rc
 }

@@ -98,14 +98,21 @@ func TestKubernetesE2E(t *testing.T) {
 	c.waitFor(t, "client-rto's first answered requests", 30*time.Second, func() bool {
 		return strings.Count(c.kubectlQuiet("-n", workNS, "logs", "client-rto"), `"outcome":"ok"`) >= 8
 	})
+	if n := len(c.reports("client-rto")); n > 0 {
+		t.Errorf("client-rto: %d timeouts before the blackhole (its requests take 300 ms of 1.5 s)", n)
+	}
 	c.blackhole(serverPID, 8080)
-	rto := c.waitReports(t, "client-rto", 0, 30*time.Second, func(rs []export.TimeoutJSON) bool {
-		return countClasses(rs)["rto"] >= 4
-	})
+	// Each of the 4 connections times out on RTOs (the first wave, 1.5 s
+	// after the blackhole), then every new connection on its SYNs.
+	rto := c.waitReports(t, "client-rto", 12, 40*time.Second, func(rs []export.TimeoutJSON) bool { return true })
 	c.kubectl("-n", workNS, "delete", "pod", "client-rto", "--wait=false")
 	t.Run("rto", func(t *testing.T) {
 		classes := countClasses(rto)
-		t.Logf("client-rto: %d reports after the blackhole, classes %v", len(rto), classes)
+		var order []string
+		for _, r := range rto[:min(len(rto), 12)] {
+			order = append(order, string(r.Cause.Class))
+		}
+		t.Logf("client-rto: %d reports after the blackhole, classes %v; the first 12 in order: %v", len(rto), classes, order)
 		if classes["rto"] == 0 {
 			t.Errorf("client-rto: no rto report after its server was blackholed (classes %v)", classes)
 		}
@@ -121,6 +128,7 @@ func TestKubernetesE2E(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { c.checkMemory(t, agent) })
 
 	// A rollout replaces the agent: the old one's BPF objects must go.
+	c.saveAgentLog(agent)
 	old := bpfObjects(t, agent.pid)
 	c.kubectl("-n", agentNS, "rollout", "restart", "ds/"+agentDS)
 	c.kubectl("-n", agentNS, "rollout", "status", "ds/"+agentDS, "--timeout=180s")
@@ -129,6 +137,7 @@ func TestKubernetesE2E(t *testing.T) {
 	agent = c.agent()
 
 	// Deleting the DaemonSet leaves nothing attached on the node.
+	c.saveAgentLog(agent)
 	objs := bpfObjects(t, agent.pid)
 	c.kubectl("-n", agentNS, "delete", "daemonset", agentDS, "--wait=true", "--timeout=60s")
 	c.waitGone(t, agent.pid)
@@ -374,6 +383,11 @@ func (c *cluster) agentLog() string {
 	return c.kubectlQuiet("-n", agentNS, "logs", "ds/"+agentDS, "--tail=-1")
 }
 
+// saveAgentLog keeps the agent's log with the cluster's (DIR/logs).
+func (c *cluster) saveAgentLog(a agentPod) {
+	os.WriteFile(filepath.Join(c.dir, "logs", "agent-"+a.pod+".log"), []byte(c.agentLog()), 0o644)
+}
+
 // logLines parses the agent's log; lines that are not JSON are skipped.
 func (c *cluster) logLines() []map[string]any {
 	var out []map[string]any
@@ -414,14 +428,14 @@ func (c *cluster) reports(pod string) []export.TimeoutJSON {
 }
 
 // waitReports waits until done says the reports of pod are complete, at
-// least min, and returns them.
-func (c *cluster) waitReports(t *testing.T, pod string, min int, d time.Duration, done func([]export.TimeoutJSON) bool) []export.TimeoutJSON {
+// least atLeast, and returns them.
+func (c *cluster) waitReports(t *testing.T, pod string, atLeast int, d time.Duration, done func([]export.TimeoutJSON) bool) []export.TimeoutJSON {
 	t.Helper()
 	var rs []export.TimeoutJSON
 	deadline := time.Now().Add(d)
 	for {
 		rs = c.reports(pod)
-		if done(rs) && len(rs) >= min {
+		if done(rs) && len(rs) >= atLeast {
 			// Reports of the last timeouts may follow by a moment.
 			time.Sleep(2 * time.Second)
 			return c.reports(pod)
