@@ -68,17 +68,18 @@ func TestKubernetesE2E(t *testing.T) {
 	t.Logf("server pod %s, host PID %d", serverIP, serverPID)
 
 	// Phase 1: the server answers after 300 ms, the client gives each
-	// request 100 ms: slow_peer.
-	c.kubectlStdin(clientYAML("client-slow", serverIP, "-n", "60", "-concurrency", "2", "-timeout", "100ms"), "apply", "-f", "-")
-	slow := c.waitReports(t, "client-slow", 20, 90*time.Second, func(rs []export.TimeoutJSON) bool {
-		p := phase(c, "client-slow")
-		return (p == "Succeeded" || p == "Failed") && len(rs) > 0
-	})
+	// request 100 ms: slow_peer. The client runs until enough reports
+	// came after the agent traced it (attaching to the node's processes
+	// may take it a while).
+	c.kubectlStdin(clientYAML("client-slow", serverIP, "-n", "1000000", "-concurrency", "2", "-timeout", "100ms"), "apply", "-f", "-")
+	c.waitTraced(t, "client-slow")
+	slow := c.waitReports(t, "client-slow", 20, 60*time.Second, func([]export.TimeoutJSON) bool { return true })
+	c.kubectl("-n", workNS, "delete", "pod", "client-slow", "--wait=true", "--timeout=60s")
 	t.Run("slow_peer", func(t *testing.T) {
 		classes := countClasses(slow)
 		t.Logf("client-slow: %d reports, classes %v", len(slow), classes)
 		if classes["slow_peer"] < 5 {
-			t.Errorf("client-slow: %d slow_peer reports, want at least 5 of its ~60 timeouts (classes %v)", classes["slow_peer"], classes)
+			t.Errorf("client-slow: %d slow_peer reports, want at least 5 (classes %v)", classes["slow_peer"], classes)
 		}
 		for _, k := range []string{"rto", "syn_timeout", "reset", "refused"} {
 			if classes[k] > 0 {
@@ -90,11 +91,7 @@ func TestKubernetesE2E(t *testing.T) {
 	// Phase 2: requests with 1.5 s each succeed, then the node drops
 	// everything sent to the server: rto.
 	c.kubectlStdin(clientYAML("client-rto", serverIP, "-n", "1000000", "-concurrency", "4", "-timeout", "1500ms"), "apply", "-f", "-")
-	c.kubectl("-n", workNS, "wait", "--for=condition=Ready", "pod/client-rto", "--timeout=120s")
-	clientPID := c.containerPID(workNS, "client-rto")
-	c.waitLog(t, fmt.Sprintf("the agent tracing client-rto (PID %d)", clientPID), 60*time.Second, func(l map[string]any) bool {
-		return l["msg"] == "tracing process" && fmt.Sprint(l["pid"]) == strconv.Itoa(clientPID)
-	})
+	c.waitTraced(t, "client-rto")
 	c.waitFor(t, "client-rto's first answered requests", 30*time.Second, func() bool {
 		return strings.Count(c.kubectlQuiet("-n", workNS, "logs", "client-rto"), `"outcome":"ok"`) >= 8
 	})
@@ -128,6 +125,7 @@ func TestKubernetesE2E(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { c.checkMemory(t, agent) })
 
 	// A rollout replaces the agent: the old one's BPF objects must go.
+	agent = c.agent() // the current container, if it restarted
 	c.saveAgentLog(agent)
 	old := bpfObjects(t, agent.pid)
 	c.kubectl("-n", agentNS, "rollout", "restart", "ds/"+agentDS)
@@ -305,11 +303,18 @@ type agentPod struct {
 	pid            int
 }
 
+// clusterExes are the executables of the cluster's processes and pods:
+// what a node runs, without the rest of a machine shared with other work.
+var clusterExes = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
+	"containerd", "containerd-shim-runc-v2", "jaeger", "pause", "labapp"}
+
 // applyAgent applies deploy/daemonset.yaml as it is, but for the OTLP
 // endpoint's host (the ConfigMap, pointed at the Jaeger on the node's
-// address, same scheme and port) and, with TT_E2E_K8S_SCOPE=namespace, an
-// --include-namespace for the workload (on a machine shared with other
-// work the agent would otherwise trace every Go process of the host).
+// address, same scheme and port) and the scope TT_E2E_K8S_SCOPE asks for:
+// node (the default: every Go process of the machine, hostPID), cluster
+// (--include-exe of the cluster's own executables) or namespace
+// (--include-namespace of the workload), for machines shared with other
+// work.
 func (c *cluster) applyAgent() agentPod {
 	c.t.Helper()
 	objs, err := deploy.Objects()
@@ -332,10 +337,18 @@ func (c *cluster) applyAgent() agentPod {
 			o.Data["OTEL_EXPORTER_OTLP_ENDPOINT"] = u.String()
 			c.t.Logf("OTLP endpoint %s (the manifest's %s)", u, ep)
 		case *appsv1.DaemonSet:
-			if os.Getenv("TT_E2E_K8S_SCOPE") == "namespace" {
-				ctr := &o.Spec.Template.Spec.Containers[0]
+			ctr := &o.Spec.Template.Spec.Containers[0]
+			switch scope := os.Getenv("TT_E2E_K8S_SCOPE"); scope {
+			case "namespace":
 				ctr.Command = append(ctr.Command, "--include-namespace="+workNS)
 				c.t.Logf("scope: pods of namespace %s only (TT_E2E_K8S_SCOPE=namespace)", workNS)
+			case "cluster":
+				ctr.Command = append(ctr.Command, "--include-exe="+strings.Join(clusterExes, ","))
+				c.t.Logf("scope: the cluster's own processes and pods, %v (TT_E2E_K8S_SCOPE=cluster)", clusterExes)
+			case "", "node":
+				c.t.Logf("scope: every Go process of the machine, as on a real node")
+			default:
+				c.t.Fatalf("TT_E2E_K8S_SCOPE=%q: want node (default), cluster or namespace", scope)
 			}
 		}
 		b, err := json.Marshal(o)
@@ -349,8 +362,58 @@ func (c *cluster) applyAgent() agentPod {
 		c.t.Fatal(err)
 	}
 	c.kubectlStdin(list, "apply", "-f", "-")
-	c.kubectl("-n", agentNS, "rollout", "status", "ds/"+agentDS, "--timeout=180s")
+	if oom := c.waitAgentReady(); oom != "" {
+		// Not hidden: the test fails. The limit is raised only so that the
+		// other checks still run; checkMemory then logs what it needed.
+		c.t.Errorf("the agent is OOM-killed under the manifest's memory limit: %s; raising the limit to %s for the other checks", oom, raisedLimit)
+		c.kubectl("-n", agentNS, "set", "resources", "ds/"+agentDS, "--limits=memory="+raisedLimit)
+		c.kubectl("-n", agentNS, "rollout", "status", "ds/"+agentDS, "--timeout=180s")
+	}
 	return c.agent()
+}
+
+// raisedLimit is the memory limit the agent gets when the manifest's is
+// too small for it, to measure what it needs.
+const raisedLimit = "3Gi"
+
+// waitAgentReady waits for the agent's rollout; it returns a description
+// of the first OOM kill, if the container was killed instead.
+func (c *cluster) waitAgentReady() string {
+	c.t.Helper()
+	const settle = 20 * time.Second
+	start := time.Now()
+	var readySince time.Time
+	for deadline := start.Add(180 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		out := c.kubectlQuiet("-n", agentNS, "get", "pods", "-l", "app.kubernetes.io/name=timeout-tracer", "-o",
+			`jsonpath={range .items[*]}{.status.containerStatuses[0].ready} {.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].lastState.terminated.reason} {.status.containerStatuses[0].lastState.terminated.startedAt} {.status.containerStatuses[0].lastState.terminated.finishedAt} {.spec.containers[0].resources.limits.memory}{"\n"}{end}`)
+		f := strings.Fields(out)
+		if len(f) >= 3 && f[2] == "OOMKilled" {
+			lived := "?"
+			if len(f) >= 5 {
+				a, err1 := time.Parse(time.RFC3339, f[3])
+				b, err2 := time.Parse(time.RFC3339, f[4])
+				if err1 == nil && err2 == nil {
+					lived = b.Sub(a).String()
+				}
+			}
+			return fmt.Sprintf("limit %s, OOMKilled %s after its start (restarts %s, %s after the apply)", f[len(f)-1], lived, f[1], time.Since(start).Round(time.Second))
+		}
+		// Ready, and still alive a while later: the agent attaches the
+		// node's processes in its first seconds (OOM kills came 5-10 s
+		// after the start here).
+		if len(f) >= 2 && f[0] == "true" && f[1] == "0" {
+			if readySince.IsZero() {
+				readySince = time.Now()
+			}
+			if time.Since(readySince) > settle {
+				return ""
+			}
+		} else {
+			readySince = time.Time{}
+		}
+	}
+	c.t.Fatalf("the agent is not ready 180 s after the apply:\n%s", c.kubectlQuiet("-n", agentNS, "describe", "pods"))
+	return ""
 }
 
 // agent finds the DaemonSet's one pod, ready, and its process.
@@ -381,6 +444,19 @@ func (c *cluster) agent() agentPod {
 // and stderr (JSON log lines).
 func (c *cluster) agentLog() string {
 	return c.kubectlQuiet("-n", agentNS, "logs", "ds/"+agentDS, "--tail=-1")
+}
+
+// waitTraced waits for a client pod to run and for the agent to trace its
+// process.
+func (c *cluster) waitTraced(t *testing.T, pod string) {
+	t.Helper()
+	c.kubectl("-n", workNS, "wait", "--for=condition=Ready", "pod/"+pod, "--timeout=120s")
+	pid := c.containerPID(workNS, pod)
+	start := time.Now()
+	c.waitLog(t, fmt.Sprintf("the agent tracing %s (PID %d)", pod, pid), 120*time.Second, func(l map[string]any) bool {
+		return l["msg"] == "tracing process" && fmt.Sprint(l["pid"]) == strconv.Itoa(pid)
+	})
+	t.Logf("%s (PID %d) traced %s after it was ready", pod, pid, time.Since(start).Round(100*time.Millisecond))
 }
 
 // saveAgentLog keeps the agent's log with the cluster's (DIR/logs).
@@ -681,7 +757,11 @@ func (c *cluster) checkLog(t *testing.T) {
 // or restarted, peak usage of its cgroup below the limit. The figures are
 // logged.
 func (c *cluster) checkMemory(t *testing.T, a agentPod) {
-	restarts := c.kubectl("-n", agentNS, "get", "pod", a.pod, "-o", "jsonpath={.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].lastState.terminated.reason}")
+	restarts := c.kubectl("-n", agentNS, "get", "pod", a.pod, "-o", "jsonpath={.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].lastState.terminated.reason} {.spec.containers[0].resources.limits.memory}")
+	if f := strings.Fields(restarts); len(f) > 0 && f[0] != "0" {
+		t.Errorf("the agent restarted during the test: restarts, last reason, limit: %q", restarts)
+		a.pid = c.containerPID(agentNS, a.pod) // the current container's
+	}
 	st := procStatus(t, a.pid)
 	cg := memoryCgroup(t, a.pid)
 	read := func(f string) string {
@@ -704,9 +784,6 @@ func (c *cluster) checkMemory(t *testing.T, a agentPod) {
 	}
 	t.Logf("agent memory: VmRSS %s, VmHWM %s; cgroup peak %.1f MiB of limit %.0f MiB (failcnt %s, oom_kill %s); restarts %q; %d processes traced so far",
 		st["VmRSS"], st["VmHWM"], float64(peak)/(1<<20), float64(limit)/(1<<20), read("memory.failcnt"), oomKills, restarts, traced)
-	if f := strings.Fields(restarts); len(f) > 0 && f[0] != "0" {
-		t.Errorf("the agent restarted: %q", restarts)
-	}
 	if oomKills != "" && oomKills != "0" {
 		t.Errorf("the agent's cgroup saw %s OOM kills", oomKills)
 	}
