@@ -4,7 +4,9 @@ GO        ?= go
 CLANG     ?= clang-19
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
-GENERATED := collector/*_bpfel.go collector/*_bpfel.o
+GENERATED := collector/*/*_bpfel.go collector/*/*_bpfel.o
+# Lab tests (root, kernel, network namespaces, cgroups) run only with
+# TT_LAB=1 (lab/testenv); `make unit` and a plain `go test ./...` skip them.
 # -p 1: one package at a time. Root tests pin CPU hogs (run-queue, throttling,
 # storms) and lab tests time requests: run side by side, one package's hogs
 # starve another's lab client, which the tracer then rightly reports as
@@ -14,7 +16,7 @@ TESTFLAGS ?= -count=1 -timeout 45m -p 1
 deps: ## install build and test dependencies (Debian, as root)
 	.ci/deps
 
-.PHONY: help deps build build-arm64 image image-ref generate generate-check lint test test-unprivileged bench fuzz accuracy kmatrix e2e-k8s clean
+.PHONY: help deps build build-arm64 image image-ref generate generate-check lint unit test test-unprivileged bench fuzz accuracy kmatrix e2e-k8s clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -61,8 +63,11 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-test: build ## every test; as root the kernel and fault-lab tests run too
-	$(GO) test $(TESTFLAGS) ./...
+unit: ## the hermetic unit tests, packages in parallel (any user; lab tests skip)
+	$(GO) test -count=1 ./...
+
+test: build ## every test: unit tests, and as root the kernel and fault-lab tests (TT_LAB=1)
+	TT_LAB=1 $(GO) test $(TESTFLAGS) ./...
 
 test-unprivileged: ## the unit tests as user nobody: root-only tests must skip with a reason
 	@rm -rf /tmp/tt-unpriv && mkdir -p /tmp/tt-unpriv/bin && chmod -R 777 /tmp/tt-unpriv
@@ -73,16 +78,16 @@ test-unprivileged: ## the unit tests as user nobody: root-only tests must skip w
 		$(GO) test -c -o $$bin $$pkg; chmod 755 $$bin; \
 		echo "--- $$pkg (as nobody)"; \
 		(cd $$dir && setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
-			env HOME=/tmp/tt-unpriv TT_TEST_BIN_DIR=/tmp/tt-unpriv/bin $$bin -test.count=1 -test.v 2>&1 \
+			env HOME=/tmp/tt-unpriv TT_LAB=1 TT_TEST_BIN_DIR=/tmp/tt-unpriv/bin $$bin -test.count=1 -test.v 2>&1 \
 			| grep -E '^(--- SKIP|--- FAIL|ok|FAIL|PASS|panic)|^ +[a-z_]+_test\.go:[0-9]+: ' ); \
 	done
 
 bench: build ## overhead and storm benchmarks (root): prints ratios; correlator throughput; OTLP export throughput and memory
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/... ./export/
+	TT_LAB=1 $(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/... ./export/
 	$(GO) test -run '^$$' -bench '^BenchmarkCorrelator' -benchtime 2x -count 1 -benchmem ./correlate/
 
 accuracy: build ## the accuracy matrix of the correlator in the fault lab (root): prints a table per scenario
-	$(GO) test -count=1 -run '^TestAccuracyMatrix$$' -v -timeout 30m ./cmd/tracer -args -accuracy.n=$${ACCURACY_N:-40}
+	TT_LAB=1 $(GO) test -count=1 -run '^TestAccuracyMatrix$$' -v -timeout 30m ./cmd/tracer -args -accuracy.n=$${ACCURACY_N:-40}
 
 kmatrix: ## boot Debian's kernels (6.1, 6.12; amd64, arm64) under qemu + the host: check × kernel table (root)
 	$(GO) run ./lab/kmatrix $(KMATRIXFLAGS)

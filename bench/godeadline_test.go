@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/sched"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/lab/testprog"
 	"github.com/timeout-tracer/tracer/pipeline"
@@ -110,7 +112,7 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 	var hits, gcHits, reqsOn uint64
 	var byProbe hitCounts
 	mode := map[bool]string{false: "auto", true: "always"}[detail]
-	traced := func(runStats bool) (phase, map[string]collector.ProgramStat) {
+	traced := func(runStats bool) (phase, map[string]tcp.ProgramStat) {
 		var st io.Closer
 		if runStats {
 			var err error
@@ -128,7 +130,7 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 		go func() { ran <- pl.Run(ctx, nil) }()
 		time.Sleep(50 * time.Millisecond) // the detail switch and the readers settle
 		s0, _ := pl.Probes().Stats()
-		var g0 collector.SchedStats
+		var g0 sched.Stats
 		if sc := pl.Sched(); sc != nil {
 			g0, _ = sc.Stats()
 		}
@@ -138,7 +140,7 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 			g1, _ := sc.Stats()
 			gcHits += g1.GCHits - g0.GCHits
 		}
-		var ps map[string]collector.ProgramStat
+		var ps map[string]tcp.ProgramStat
 		if runStats {
 			ps, _ = pl.TCP().ProgramStats()
 			st.Close()
@@ -207,7 +209,7 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 
 // kernelRuns lists the kernel programs that ran, with runs per request and
 // their mean run time.
-func kernelRuns(ps map[string]collector.ProgramStat, reqs int64) string {
+func kernelRuns(ps map[string]tcp.ProgramStat, reqs int64) string {
 	names := make([]string, 0, len(ps))
 	for n, st := range ps {
 		if st.Runs > 0 {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
 )
 
 // hitCounts sums the per-probe hits of a run of the deadline probes.
@@ -13,7 +13,7 @@ type hitCounts struct {
 }
 
 // add adds the hits between two readings of the probes' counters.
-func (h *hitCounts) add(s0, s1 collector.GoStats) {
+func (h *hitCounts) add(s0, s1 goprobe.Stats) {
 	h.create += s1.CreateHits - s0.CreateHits
 	h.ret += s1.ReturnHits - s0.ReturnHits
 	h.header += s1.HeaderHits - s0.HeaderHits

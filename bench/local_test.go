@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/sched"
 	"github.com/timeout-tracer/tracer/gobin"
+	"github.com/timeout-tracer/tracer/sample"
 )
 
 // BenchmarkLocalSuccessPath: the lab service (labapp load: otelhttp client
@@ -43,11 +44,11 @@ func localSuccessPath(b *testing.B, p *loadProc, runqueue bool) {
 		var a, bb int64
 		var acpu, bcpu float64
 		attachAndRun := func() {
-			th, err := collector.StartThrottle(collector.ThrottleConfig{PID: pid})
+			th, err := sample.StartThrottle(sample.ThrottleConfig{PID: pid})
 			if err != nil {
 				b.Fatal(err)
 			}
-			s, err := collector.StartSched(collector.SchedConfig{})
+			s, err := sched.Start(sched.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}

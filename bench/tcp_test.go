@@ -10,14 +10,16 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/lab/netlab"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
 func requireTracing(b *testing.B) {
 	b.Helper()
-	netlab.RequireRoot(b)
+	testenv.Root(b)
 	if err := collector.Preflight(); err != nil {
 		b.Skipf("kernel tracing unavailable: %v", err)
 	}
@@ -92,7 +94,7 @@ func bulkWithCollector(d time.Duration, chunk int, runStats bool) (bulk, hookSta
 		}
 		defer st.Close()
 	}
-	c, err := collector.StartTCP(collector.Config{})
+	c, err := tcp.Start(tcp.Config{})
 	if err != nil {
 		return bulk{}, hs, err
 	}
@@ -141,7 +143,7 @@ func storm(b *testing.B, burst uint32) {
 	if err := p.Loss(port, 0.3); err != nil {
 		b.Fatal(err)
 	}
-	c, err := collector.StartTCP(collector.Config{RateBurst: burst})
+	c, err := tcp.Start(tcp.Config{RateBurst: burst})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -229,7 +231,7 @@ func BenchmarkTCPHookCost(b *testing.B) {
 			const each = 700 * time.Millisecond
 			var hits, emitted, iters uint64
 			on := func() float64 {
-				c, err := collector.StartTCP(collector.Config{PID: uint32(pid), ActivityInterval: time.Second, Lifecycle: true})
+				c, err := tcp.Start(tcp.Config{PID: uint32(pid), ActivityInterval: time.Second, Lifecycle: true})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -266,7 +268,7 @@ func BenchmarkTCPHookCost(b *testing.B) {
 			}
 			ratio, noise := abRatio(offNs, onNs)
 			// Owner only: the receive hook is attached with goroutine
-			// binding alone (collector.Config.ReceiveAlways), one run per
+			// binding alone (tcp.Config.ReceiveAlways), one run per
 			// iteration; with binding, two.
 			perIter := float64(hits) / float64(max(iters, 1))
 			perHook := (median(onNs) - median(offNs)) / max(perIter, 1)

@@ -14,10 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// kernelHZ returns CONFIG_HZ, which converts icsk_rto (jiffies) into time.
+// KernelHZ returns CONFIG_HZ, which converts icsk_rto (jiffies) into time.
 // It reads the kernel config, else measures jiffies against the monotonic
 // clock in /proc/timer_list.
-func kernelHZ() (uint32, error) {
+func KernelHZ() (uint32, error) {
 	if hz, err := hzFromConfig(); err == nil {
 		return hz, nil
 	}
@@ -114,9 +114,9 @@ func abs(f float64) float64 {
 	return f
 }
 
-// kallsymsAddr returns a kernel symbol's address, or 0 when it is absent or
+// KallsymsAddr returns a kernel symbol's address, or 0 when it is absent or
 // hidden (kptr_restrict).
-func kallsymsAddr(name string) (uint64, error) {
+func KallsymsAddr(name string) (uint64, error) {
 	f, err := os.Open("/proc/kallsyms")
 	if err != nil {
 		return 0, err
@@ -137,9 +137,9 @@ func kallsymsAddr(name string) (uint64, error) {
 	return 0, sc.Err()
 }
 
-// monoOffset returns wall-clock time minus CLOCK_MONOTONIC, the offset that
+// MonoOffset returns wall-clock time minus CLOCK_MONOTONIC, the offset that
 // turns bpf_ktime_get_ns() into wall time.
-func monoOffset() time.Duration {
+func MonoOffset() time.Duration {
 	var ts unix.Timespec
 	before := time.Now()
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
@@ -148,8 +148,8 @@ func monoOffset() time.Duration {
 	return time.Duration(wall.UnixNano() - ts.Nano())
 }
 
-// kernelRelease returns uname -r.
-func kernelRelease() string {
+// KernelRelease returns uname -r.
+func KernelRelease() string {
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err != nil {
 		return "unknown"

@@ -7,11 +7,11 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// closeLinks detaches uprobes concurrently. Each detach waits for the
+// CloseLinks detaches uprobes concurrently. Each detach waits for the
 // kernel's RCU grace periods (~0.1 s apiece measured here), nearly all of
 // it waiting, not working: one after the other, the ~40 detail probes of a
 // gRPC + net/http program took seconds, and the tracer's exit with them.
-func closeLinks(ls []link.Link) error {
+func CloseLinks(ls []link.Link) error {
 	errs := make([]error, len(ls))
 	var wg sync.WaitGroup
 	for i, l := range ls {

@@ -11,9 +11,11 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
+
+	"github.com/timeout-tracer/tracer/tick"
 )
 
-// ring is a ring buffer reader that waits in the Go netpoller.
+// Ring is a ring buffer reader that waits in the Go netpoller.
 //
 // ringbuf.Reader waits in a blocking epoll_wait: the goroutine holds its
 // thread and P in a system call, and after 10 ms the runtime's sysmon
@@ -24,8 +26,8 @@ import (
 // Here the wait is a parked goroutine on a non-blocking duplicate of the
 // map's descriptor (ring buffer maps are pollable), and the reader only
 // drains, never blocks.
-type ring struct {
-	*ringbuf.Reader
+type Ring struct {
+	rd *ringbuf.Reader
 	f  *os.File // nil: not in the netpoller, the reader's blocking wait is used
 	rc syscall.RawConn
 
@@ -33,12 +35,13 @@ type ring struct {
 	closed bool
 }
 
-func newRing(m *ebpf.Map) (*ring, error) {
+// NewRing opens a reader of ring buffer map m.
+func NewRing(m *ebpf.Map) (*Ring, error) {
 	rd, err := ringbuf.NewReader(m)
 	if err != nil {
 		return nil, err
 	}
-	r := &ring{Reader: rd}
+	r := &Ring{rd: rd}
 	fd, err := unix.FcntlInt(uintptr(m.FD()), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return r, nil
@@ -58,31 +61,31 @@ func newRing(m *ebpf.Map) (*ring, error) {
 }
 
 // Close interrupts a wait and frees the reader.
-func (r *ring) Close() error {
+func (r *Ring) Close() error {
 	if r.f != nil {
 		r.f.Close()
 	}
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
-	return r.Reader.Close()
+	return r.rd.Close()
 }
 
 // ready reports whether a sample waits, or the ring is closed.
-func (r *ring) ready() bool {
+func (r *Ring) ready() bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.closed || r.AvailableBytes() > 0
+	return r.closed || r.rd.AvailableBytes() > 0
 }
 
 // wait parks until the ring holds a sample (a wakeup from the kernel) or d
 // passed (samples submitted without a wakeup). It returns false when the
 // ring was closed.
-func (r *ring) wait(d time.Duration) bool {
+func (r *Ring) wait(d time.Duration) bool {
 	if r.ready() {
 		return !r.isClosed()
 	}
-	r.f.SetReadDeadline(NextTick(d)) // with the tracer's other timers (tick.go)
+	r.f.SetReadDeadline(tick.Next(d)) // with the tracer's other timers (package tick)
 	err := r.rc.Read(func(uintptr) bool { return r.ready() })
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		return false
@@ -90,33 +93,33 @@ func (r *ring) wait(d time.Duration) bool {
 	return !r.isClosed()
 }
 
-func (r *ring) isClosed() bool {
+func (r *Ring) isClosed() bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.closed
 }
 
-// readRing reads rd until it is closed, handing each sample to handle.
+// Consume reads the ring until it is closed, handing each sample to handle.
 // Some programs submit without a wakeup (batched), so the read polls every
 // poll: no sample waits longer than that. handle returns false to stop
 // (the consumer is gone). Read errors other than closing are logged and
 // end the loop.
-func readRing(rd *ring, poll time.Duration, log *slog.Logger, handle func(raw []byte) bool) {
+func (r *Ring) Consume(poll time.Duration, log *slog.Logger, handle func(raw []byte) bool) {
 	var rec ringbuf.Record
 	for {
-		if rd.f != nil {
-			if !rd.wait(poll) {
+		if r.f != nil {
+			if !r.wait(poll) {
 				return
 			}
-			if !rd.ready() {
+			if !r.ready() {
 				continue // the poll interval passed with nothing to read: no system call
 			}
-			rd.SetDeadline(time.Now()) // drain what is there, without blocking
+			r.rd.SetDeadline(time.Now()) // drain what is there, without blocking
 		} else {
-			rd.SetDeadline(NextTick(poll))
+			r.rd.SetDeadline(tick.Next(poll))
 		}
 		for {
-			err := rd.ReadInto(&rec)
+			err := r.rd.ReadInto(&rec)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				break
 			}

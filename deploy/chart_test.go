@@ -34,7 +34,7 @@ func helmBinary(t *testing.T) string {
 			}
 		}
 	}
-	t.Skip("helm is not installed: .ci/deps builds helm.sh/helm/v3/cmd/helm into $(go env GOPATH)/bin (or set TT_HELM)")
+	t.Skip("helm not found on PATH, in $TT_HELM or in $(go env GOPATH)/bin, where .ci/deps builds helm.sh/helm/v3/cmd/helm")
 	return ""
 }
 

@@ -20,7 +20,7 @@ func BenchmarkOTLPExport(b *testing.B) {
 		b.Run(protocol, func(b *testing.B) {
 			rcv := newReceiver(b, protocol)
 			o, err := NewOTLP(context.Background(), OTLPConfig{Protocol: protocol, Endpoint: rcv.endpoint(), Insecure: true,
-				BatchTimeout: 20 * time.Millisecond, QueueSize: batch, Processes: NewProcesses(b.TempDir(), 0)})
+				BatchTimeout: 20 * time.Millisecond, QueueSize: batch, Processes: NewProcesses(0)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,7 +21,7 @@ var (
 // not they have a series yet.
 func registeredNames(t *testing.T) map[string]bool {
 	t.Helper()
-	m := NewMetrics(MetricsConfig{Processes: NewProcesses(t.TempDir(), 0)})
+	m := NewMetrics(MetricsConfig{Processes: NewProcesses(0)})
 	ch := make(chan *prometheus.Desc, 256)
 	go func() {
 		m.Registry().Describe(ch)

@@ -46,7 +46,7 @@ func TestOTLPEndpointDown(t *testing.T) {
 			}
 			o, err := NewOTLP(context.Background(), OTLPConfig{Protocol: protocol, Endpoint: endpoint, Insecure: true,
 				QueueSize: 64, MaxQueueSize: 128, BatchSize: 32, BatchTimeout: 20 * time.Millisecond,
-				ExportTimeout: 200 * time.Millisecond, Processes: NewProcesses(t.TempDir(), 0)})
+				ExportTimeout: 200 * time.Millisecond, Processes: NewProcesses(0)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func TestOTLPEndpointRecovers(t *testing.T) {
 			rcv := newReceiver(t, protocol)
 			o, err := NewOTLP(context.Background(), OTLPConfig{Protocol: protocol, Endpoint: rcv.endpoint(), Insecure: true,
 				QueueSize: 64, MaxQueueSize: 128, BatchSize: 32, BatchTimeout: 20 * time.Millisecond,
-				ExportTimeout: time.Second, Processes: NewProcesses(t.TempDir(), 0)})
+				ExportTimeout: time.Second, Processes: NewProcesses(0)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +197,7 @@ func (h heapTrend) floors() []float64 {
 // queues).
 func steadyTimeoutsEndpointDown(tb testing.TB, minutes, perSecond int) (heapTrend, OTLPStats) {
 	o, err := NewOTLP(context.Background(), OTLPConfig{Protocol: ProtocolGRPC, Endpoint: freeAddr(tb), Insecure: true,
-		ExportTimeout: 50 * time.Millisecond, BatchTimeout: 10 * time.Millisecond, Processes: NewProcesses(tb.TempDir(), 0)})
+		ExportTimeout: 50 * time.Millisecond, BatchTimeout: 10 * time.Millisecond, Processes: NewProcesses(0)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestOTLPEndpointFlapping(t *testing.T) {
 		t.Run(protocol, func(t *testing.T) {
 			rcv := newReceiver(t, protocol)
 			o, err := NewOTLP(context.Background(), OTLPConfig{Protocol: protocol, Endpoint: rcv.endpoint(), Insecure: true,
-				BatchTimeout: 20 * time.Millisecond, ExportTimeout: 200 * time.Millisecond, Processes: NewProcesses(t.TempDir(), 0)})
+				BatchTimeout: 20 * time.Millisecond, ExportTimeout: 200 * time.Millisecond, Processes: NewProcesses(0)})
 			if err != nil {
 				t.Fatal(err)
 			}

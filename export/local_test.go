@@ -49,7 +49,7 @@ func TestSpanCarriesLocalFigures(t *testing.T) {
 }
 
 func TestMetricsCountLocalTime(t *testing.T) {
-	m := NewMetrics(MetricsConfig{Processes: NewProcesses("", 0)})
+	m := NewMetrics(MetricsConfig{Processes: NewProcesses(0)})
 	rep := localReport()
 	m.Export(&rep)
 	if n := testutil.CollectAndCount(m.localLost); n != 2 {

@@ -41,7 +41,7 @@ type MetricsConfig struct {
 // Safe for concurrent use.
 //
 // Every label set is bounded; the bound of each metric is in its doc
-// comment below and in README.md ("Metrics").
+// comment below and in docs/export.md ("Prometheus").
 type Metrics struct {
 	cfg MetricsConfig
 	reg *prometheus.Registry
@@ -128,7 +128,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		cfg.EphemeralPorts = [2]uint16{32768, 60999}
 	}
 	if cfg.Processes == nil {
-		cfg.Processes = NewProcesses("", 0)
+		cfg.Processes = NewProcesses(0)
 	}
 	m := &Metrics{
 		cfg: cfg, reg: prometheus.NewRegistry(),

@@ -61,8 +61,7 @@ func feedAll(m *Metrics) {
 }
 
 func newTestMetrics(t *testing.T) *Metrics {
-	root := fakeProc(t, 4242, "/usr/local/bin/orders-svc", "OTEL_SERVICE_NAME=orders")
-	return NewMetrics(MetricsConfig{Processes: NewProcesses(root, 0)})
+	return NewMetrics(MetricsConfig{Processes: procsWith(t, 4242, "/usr/local/bin/orders-svc", "OTEL_SERVICE_NAME=orders")})
 }
 
 // Counters follow the reports and events fed in; peers are named by the
@@ -123,7 +122,7 @@ func TestMetricsCount(t *testing.T) {
 // address alone; the peer and service labels are bounded, the excess
 // counted under "other".
 func TestMetricsLabelBounds(t *testing.T) {
-	m := NewMetrics(MetricsConfig{MaxPeers: 3, MaxServices: 1, Processes: NewProcesses(t.TempDir(), 0)})
+	m := NewMetrics(MetricsConfig{MaxPeers: 3, MaxServices: 1, Processes: NewProcesses(0)})
 	m.ObserveTCP(tcpEv(event.TCPRTO, 1, "10.0.0.1:40000", "10.0.0.2:50000"))
 	if v := testutil.ToFloat64(m.retransmits.WithLabelValues("rto", "10.0.0.2")); v != 1 {
 		t.Errorf("both ports ephemeral: want the address alone, got %v\n%s", v, scrape(t, m))

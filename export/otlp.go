@@ -115,7 +115,7 @@ func (c OTLPConfig) withDefaults() (OTLPConfig, error) {
 		}
 	}
 	if c.Processes == nil {
-		c.Processes = NewProcesses("", 0)
+		c.Processes = NewProcesses(0)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

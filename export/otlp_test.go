@@ -3,10 +3,10 @@ package export
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
-	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +14,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 var (
@@ -66,30 +67,14 @@ func sampleReport() correlate.Report {
 	}
 }
 
-// fakeProc makes a /proc with one process: its stat (start time), exe
-// link and environment.
-func fakeProc(t testing.TB, pid uint32, exe string, env ...string) string {
+// procsWith is a registry holding one attached process: its executable
+// and the environment it names its service in.
+func procsWith(t testing.TB, pid uint32, exe string, env ...string) *Processes {
 	t.Helper()
-	root := t.TempDir()
-	dir := filepath.Join(root, strconv.Itoa(int(pid)))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	stat := strconv.Itoa(int(pid)) + " (my (odd) comm) S 1 1 1 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 8 0 123456 1000000 100 18446744073709551615"
-	var environ []byte
-	for _, e := range env {
-		environ = append(environ, e...)
-		environ = append(environ, 0)
-	}
-	for name, b := range map[string][]byte{"stat": []byte(stat), "environ": environ} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(exe, filepath.Join(dir, "exe")); err != nil {
-		t.Fatal(err)
-	}
-	return root
+	ps := NewProcesses(0)
+	ps.Add(ProcessOf(workload.Identity{PID: int(pid), Comm: "my (odd) comm", ExeName: filepath.Base(strings.TrimSuffix(exe, " (deleted)")),
+		Service: workload.ParseService([]byte(strings.Join(env, "\x00")))}))
+	return ps
 }
 
 // exportAll sends the reports through a fresh exporter to the receiver and
@@ -129,9 +114,9 @@ func TestOTLPSpanMapping(t *testing.T) {
 	for _, protocol := range Protocols {
 		t.Run(protocol, func(t *testing.T) {
 			rep := sampleReport()
-			root := fakeProc(t, rep.Deadline.PID, "/usr/local/bin/orders-svc",
+			ps := procsWith(t, rep.Deadline.PID, "/usr/local/bin/orders-svc",
 				"PATH=/bin", "OTEL_SERVICE_NAME=orders", "OTEL_RESOURCE_ATTRIBUTES=service.namespace=shop,deployment.environment=lab%20one")
-			got := exportAll(t, protocol, NewProcesses(root, 0), rep)
+			got := exportAll(t, protocol, ps, rep)
 			if len(got) != 1 {
 				t.Fatalf("%d spans, want 1", len(got))
 			}
@@ -234,7 +219,7 @@ func TestOTLPSpanWithoutParent(t *testing.T) {
 	cold.ContainerID, cold.PodUID = "3f9c0e1d2b", "7d3c1a52-55f1-4c1e-9a4b-2f3e1c2d4b5a"
 
 	// No /proc entry: the comm names the service.
-	got := exportAll(t, ProtocolGRPC, NewProcesses(t.TempDir(), 0), noTrace, traceOnly, cold)
+	got := exportAll(t, ProtocolGRPC, NewProcesses(0), noTrace, traceOnly, cold)
 	byTrace := map[string]receivedSpan{}
 	var root receivedSpan
 	for _, s := range got {
@@ -281,32 +266,36 @@ func TestOTLPSpanWithoutParent(t *testing.T) {
 	}
 }
 
-// The executable's name is the service when the process sets none, and a
-// reused PID (another start time) is another process.
-func TestProcessesServiceName(t *testing.T) {
-	root := fakeProc(t, 7, "/opt/app/billing (deleted)", "HOME=/root")
-	ps := NewProcesses(root, 0)
+// The executable's name is the service when the process sets none; a
+// process stays known after it exits; one attached later under the same
+// PID replaces it; a process never registered is named by its comm; the
+// least recently used goes first past the cap.
+func TestProcessesRegistry(t *testing.T) {
+	ps := procsWith(t, 7, "/opt/app/billing (deleted)", "HOME=/root")
 	if p := ps.Lookup(7, "bill"); p.ServiceName != "billing" || p.Executable != "billing" {
 		t.Errorf("%+v, want billing from the exe", p)
 	}
-	// The process exits: the cached identity stays.
-	os.RemoveAll(filepath.Join(root, "7"))
-	ps.byPID[7].checked = time.Time{}
-	if p := ps.Lookup(7, "bill"); p.ServiceName != "billing" {
-		t.Errorf("after exit: %+v", p)
-	}
-	// A new process gets the PID (seen once the cached identity is due
-	// for a check).
-	ps.byPID[7].checked = time.Time{}
-	dir := filepath.Join(root, "7")
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "stat"), []byte("7 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 999999 0 0"), 0o644)
-	os.WriteFile(filepath.Join(dir, "environ"), []byte("OTEL_RESOURCE_ATTRIBUTES=service.name=ledger,bad,=x\x00"), 0o644)
+	ps.Add(ProcessOf(workload.Identity{PID: 7, ExeName: "x", Service: workload.ParseService([]byte("OTEL_RESOURCE_ATTRIBUTES=service.name=ledger,bad,=x\x00"))}))
 	if p := ps.Lookup(7, "x"); p.ServiceName != "ledger" || p.Executable != "x" || len(p.Attributes) != 0 {
 		t.Errorf("reused PID: %+v, want ledger from OTEL_RESOURCE_ATTRIBUTES", p)
 	}
-	if p := NewProcesses(t.TempDir(), 0).Lookup(9, ""); p.ServiceName != "unknown_service" {
+	if p := NewProcesses(0).Lookup(9, ""); p.ServiceName != "unknown_service" {
 		t.Errorf("nothing known: %+v", p)
+	}
+	if p := NewProcesses(0).Lookup(9, "curl"); p.ServiceName != "curl" || p.Executable != "curl" {
+		t.Errorf("never registered: %+v", p)
+	}
+	small := NewProcesses(2)
+	for pid := uint32(1); pid <= 2; pid++ {
+		small.Add(Process{PID: pid, Executable: fmt.Sprint("p", pid)})
+	}
+	small.Lookup(1, "")                          // 2 is now the least recently used
+	small.Add(Process{PID: 3, Executable: "p3"}) // evicts 2
+	if p := small.Lookup(2, "gone"); p.Executable != "gone" {
+		t.Errorf("the least recently used was kept: %+v", p)
+	}
+	if p := small.Lookup(1, ""); p.Executable != "p1" {
+		t.Errorf("a recently used one was evicted: %+v", p)
 	}
 }
 

@@ -1,15 +1,10 @@
 package export
 
 import (
-	"bytes"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"time"
+
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 // Process is what exporters say about a traced process: the OTel resource
@@ -37,76 +32,77 @@ func (p Process) key() string {
 	return fmt.Sprintf("%d\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s", p.PID, p.ServiceName, p.Executable, p.ContainerID, p.PodUID, p.PodName, p.PodNamespace)
 }
 
-const maxResourceAttributes = 32
+// ProcessOf is what exporters say of a process identified when it was
+// attached: its service is the one it names (OTEL_SERVICE_NAME, else
+// service.name of OTEL_RESOURCE_ATTRIBUTES), else its executable's name.
+func ProcessOf(id workload.Identity) Process {
+	p := Process{PID: uint32(id.PID), Executable: id.ExeName, ServiceName: id.Service.Name, Attributes: id.Service.Attributes,
+		ContainerID: id.ContainerID, PodUID: id.PodUID, PodName: id.Pod, PodNamespace: id.Namespace}
+	if p.Executable == "" {
+		p.Executable = id.Comm
+	}
+	return p.named()
+}
 
-// Processes resolves and caches Process identities. A cached entry is
-// trusted while /proc/PID/stat shows the same start time (a reused PID is
-// another process; checked at most every second), and after the process
-// has exited (its last reports come after its exit). Safe for concurrent
-// use.
+// named fills the service name a process did not give.
+func (p Process) named() Process {
+	if p.ServiceName == "" {
+		p.ServiceName = p.Executable
+	}
+	if p.ServiceName == "" {
+		p.ServiceName = "unknown_service"
+	}
+	return p
+}
+
+// Processes holds the identities of the traced processes: each is
+// resolved once, when its process is attached (Add), and carried as a
+// value; exporters look it up per report and never read /proc. A process
+// stays known after it exits (its last reports come after its exit) until
+// it is the least recently used of max; one attached later under the same
+// PID replaces it. Safe for concurrent use.
 type Processes struct {
-	procRoot string
-	max      int
-	mu       sync.Mutex
-	byPID    map[uint32]*procEntry
-	tick     uint64
+	max   int
+	mu    sync.Mutex
+	byPID map[uint32]*procEntry
+	tick  uint64
 }
 
 type procEntry struct {
 	proc     Process
-	start    string // field 22 of /proc/PID/stat
-	checked  time.Time
 	lastUsed uint64
 }
 
-// recheck is how long a cached identity is trusted before /proc is read
-// again: lookups come per report and, with the call probes, per call.
-const recheck = time.Second
-
-// NewProcesses returns a resolver reading procRoot ("" means /proc),
-// caching at most max processes (0 means 1024; the least recently used
-// goes first).
-func NewProcesses(procRoot string, max int) *Processes {
-	if procRoot == "" {
-		procRoot = "/proc"
-	}
+// NewProcesses returns a registry of at most max processes (0 means 1024).
+func NewProcesses(max int) *Processes {
 	if max <= 0 {
 		max = 1024
 	}
-	return &Processes{procRoot: procRoot, max: max, byPID: make(map[uint32]*procEntry)}
+	return &Processes{max: max, byPID: make(map[uint32]*procEntry)}
 }
 
-// Lookup returns the identity of pid; comm names it when /proc has nothing
-// (the process is gone, or the tracer may not read its environment).
-func (ps *Processes) Lookup(pid uint32, comm string) Process {
-	now := time.Now()
-	ps.mu.Lock()
-	if e, ok := ps.byPID[pid]; ok && now.Sub(e.checked) < recheck {
-		ps.tick++
-		e.lastUsed = ps.tick
-		p := e.proc
-		ps.mu.Unlock()
-		return p
-	}
-	ps.mu.Unlock()
-	start, alive := ps.startTime(pid)
+// Add registers the identity of an attached process.
+func (ps *Processes) Add(p Process) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ps.tick++
-	if e, ok := ps.byPID[pid]; ok && (!alive || e.start == start) {
-		e.lastUsed, e.checked = ps.tick, now
-		return e.proc
-	}
-	p := ps.read(pid, comm)
-	if !alive {
-		// Not cached: a later lookup may yet find the process.
-		return p
-	}
-	if len(ps.byPID) >= ps.max {
+	if _, ok := ps.byPID[p.PID]; !ok && len(ps.byPID) >= ps.max {
 		ps.evict()
 	}
-	ps.byPID[pid] = &procEntry{proc: p, start: start, checked: now, lastUsed: ps.tick}
-	return p
+	ps.byPID[p.PID] = &procEntry{proc: p.named(), lastUsed: ps.tick}
+}
+
+// Lookup returns the identity of pid; comm names a process never
+// registered.
+func (ps *Processes) Lookup(pid uint32, comm string) Process {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if e, ok := ps.byPID[pid]; ok {
+		ps.tick++
+		e.lastUsed = ps.tick
+		return e.proc
+	}
+	return Process{PID: pid, Executable: comm}.named()
 }
 
 func (ps *Processes) evict() {
@@ -118,81 +114,4 @@ func (ps *Processes) evict() {
 		}
 	}
 	delete(ps.byPID, oldest)
-}
-
-// startTime is the process's start time in clock ticks since boot, as a
-// string: with the PID it identifies one process.
-func (ps *Processes) startTime(pid uint32) (string, bool) {
-	b, err := os.ReadFile(filepath.Join(ps.procRoot, strconv.FormatUint(uint64(pid), 10), "stat"))
-	if err != nil {
-		return "", false
-	}
-	// The comm (field 2) may hold spaces and parentheses: count from the
-	// last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return "", false
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	const startField = 22 - 3 // fields after the comm start at field 3
-	if len(fields) <= startField {
-		return "", false
-	}
-	return fields[startField], true
-}
-
-func (ps *Processes) read(pid uint32, comm string) Process {
-	p := Process{PID: pid, Executable: comm}
-	dir := filepath.Join(ps.procRoot, strconv.FormatUint(uint64(pid), 10))
-	if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil {
-		p.Executable = filepath.Base(strings.TrimSuffix(exe, " (deleted)"))
-	}
-	env, _ := os.ReadFile(filepath.Join(dir, "environ"))
-	var svc, resAttrs string
-	for _, kv := range bytes.Split(env, []byte{0}) {
-		if v, ok := bytes.CutPrefix(kv, []byte("OTEL_SERVICE_NAME=")); ok {
-			svc = string(v)
-		} else if v, ok := bytes.CutPrefix(kv, []byte("OTEL_RESOURCE_ATTRIBUTES=")); ok {
-			resAttrs = string(v)
-		}
-	}
-	attrs := parseResourceAttributes(resAttrs)
-	if svc == "" {
-		svc = attrs["service.name"]
-	}
-	delete(attrs, "service.name")
-	if len(attrs) > 0 {
-		p.Attributes = attrs
-	}
-	p.ServiceName = svc
-	if p.ServiceName == "" {
-		p.ServiceName = p.Executable
-	}
-	if p.ServiceName == "" {
-		p.ServiceName = "unknown_service"
-	}
-	return p
-}
-
-// parseResourceAttributes parses OTEL_RESOURCE_ATTRIBUTES: key=value pairs
-// separated by commas, values percent-encoded. Malformed entries are
-// skipped; at most maxResourceAttributes are kept.
-func parseResourceAttributes(s string) map[string]string {
-	out := map[string]string{}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(kv, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			continue
-		}
-		val, err := url.PathUnescape(strings.TrimSpace(v))
-		if err != nil {
-			continue
-		}
-		if len(out) >= maxResourceAttributes {
-			break
-		}
-		out[k] = val
-	}
-	return out
 }

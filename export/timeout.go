@@ -140,7 +140,7 @@ type HungJSON struct {
 // WriteHung writes a hung_call line.
 func (w *TimeoutWriter) WriteHung(c *event.Call, target string, waiting time.Duration, conn *event.TCP) error {
 	if w.format == FormatJSON {
-		j := HungJSON{MissingJSON: MissingJSON{Time: time.Now().UTC().Format(time.RFC3339Nano), Kind: "hung_call", PID: c.PID,
+		j := HungJSON{MissingJSON: MissingJSON{Time: c.Time.Add(waiting).UTC().Format(time.RFC3339Nano), Kind: "hung_call", PID: c.PID,
 			Comm: c.Comm, Call: c.Kind, Target: target, Caller: c.Caller, Goroutine: c.Goid, TraceID: c.TraceID,
 			SpanID: c.SpanID, Cookie: c.Cookie}, WaitingMs: float64(waiting.Microseconds()) / 1000}
 		if conn != nil {
@@ -154,7 +154,7 @@ func (w *TimeoutWriter) WriteHung(c *event.Call, target string, waiting time.Dur
 		state = fmt.Sprintf("last kernel event %s (%s, srtt %s, rto %s)", conn.Kind, conn.State, fmtDur(conn.SRTT), fmtDur(conn.RTO))
 	}
 	_, err := fmt.Fprintf(w.w, "-- %s hung_call pid %d: %s call to %s from %s without a deadline, waiting %s: %s (trace %s)\n",
-		time.Now().Local().Format("15:04:05.000"), c.PID, c.Kind, orDash(target), c.Caller, fmtDur(waiting), state, orDash(c.TraceID))
+		c.Time.Add(waiting).Local().Format("15:04:05.000"), c.PID, c.Kind, orDash(target), c.Caller, fmtDur(waiting), state, orDash(c.TraceID))
 	return err
 }
 

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
+	"github.com/timeout-tracer/tracer/collector/sched"
 	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/sample"
 )
 
 // LocalConfig says which local-cause sources to attach: the time the
@@ -30,7 +32,7 @@ var LocalModes = []string{"auto", "always", "never"}
 // throttling sampler per process. Their events come out of one channel.
 type local struct {
 	mode  string
-	sched *collector.Sched
+	sched *sched.Collector
 	// runqueueAuto: the scheduler hooks follow the detail tiers.
 	runqueueAuto bool
 	ch           chan event.Local
@@ -38,7 +40,7 @@ type local struct {
 	wg           sync.WaitGroup
 
 	mu        sync.Mutex
-	throttles map[uint32]*collector.Throttle
+	throttles map[uint32]*sample.Throttle
 	detailOn  map[uint32]bool // processes whose detail tier is on
 }
 
@@ -60,9 +62,9 @@ func (p *Pipeline) startLocal() error {
 	}
 	l.ch = make(chan event.Local, 1024)
 	l.done = make(chan struct{})
-	l.throttles = map[uint32]*collector.Throttle{}
+	l.throttles = map[uint32]*sample.Throttle{}
 	l.detailOn = map[uint32]bool{}
-	s, err := collector.StartSched(collector.SchedConfig{Logger: p.log})
+	s, err := sched.Start(sched.Config{Logger: p.log})
 	if err != nil {
 		p.log.Warn("run-queue delay and GC pauses not traced", "err", err)
 		return nil
@@ -92,14 +94,14 @@ func (l *local) forward(src <-chan event.Local) {
 }
 
 // trackLocal attaches the local sources of process g.
-func (p *Pipeline) trackLocal(g *collector.GoProbes) {
+func (p *Pipeline) trackLocal(g *goprobe.Process) {
 	l := &p.local
 	if l.ch == nil {
 		return
 	}
 	pid := uint32(g.PID())
 	mono := monoNow()
-	th, err := collector.StartThrottle(collector.ThrottleConfig{PID: int(pid), CgroupRoot: p.cfg.Local.CgroupRoot, Logger: p.log})
+	th, err := sample.StartThrottle(sample.ThrottleConfig{PID: int(pid), CgroupRoot: p.cfg.Local.CgroupRoot, Logger: p.log})
 	if err != nil {
 		p.log.Warn("CPU throttling not traced", "pid", pid, "err", err)
 	} else {
@@ -184,11 +186,11 @@ func (p *Pipeline) switchRunqueue(on bool) {
 }
 
 // Sched is the run-queue and GC collector, nil when not attached.
-func (p *Pipeline) Sched() *collector.Sched { return p.local.sched }
+func (p *Pipeline) Sched() *sched.Collector { return p.local.sched }
 
 // Throttle is the cgroup throttling sampler of process pid, nil when not
 // attached.
-func (p *Pipeline) Throttle(pid uint32) *collector.Throttle {
+func (p *Pipeline) Throttle(pid uint32) *sample.Throttle {
 	p.local.mu.Lock()
 	defer p.local.mu.Unlock()
 	return p.local.throttles[pid]
@@ -203,7 +205,7 @@ func (l *local) close() error {
 	var errs []error
 	l.mu.Lock()
 	ths := l.throttles
-	l.throttles = map[uint32]*collector.Throttle{}
+	l.throttles = map[uint32]*sample.Throttle{}
 	l.mu.Unlock()
 	for _, th := range ths {
 		errs = append(errs, th.Close())

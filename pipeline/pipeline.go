@@ -5,23 +5,24 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/pipeline/adaptive"
 	"github.com/timeout-tracer/tracer/pipeline/storm"
+	"github.com/timeout-tracer/tracer/tick"
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 // Config says what to trace and how.
@@ -67,7 +68,7 @@ type Sink struct {
 	// (activity samples included), in time order: metrics.
 	TCP func(*event.TCP) error
 	// Call, if set, gets every outbound call the call probes see
-	// (Config.Audit), with or without a deadline, as it arrives: metrics.
+	// (Config.Audit), with or without a deadline, in stream order: metrics.
 	Call func(*event.Call) error
 	// Storm, if set, gets each switch of the storm guard: on = probes
 	// detached (expiries not seen until off).
@@ -80,28 +81,29 @@ type Sink struct {
 type Pipeline struct {
 	cfg  Config
 	log  *slog.Logger
-	tcp  *collector.TCP
-	goP  *collector.GoProbes // Start: the process
-	goN  *collector.GoNode
+	tcp  *tcp.Collector
+	goP  *goprobe.Process // Start: the process
+	goN  *goprobe.Node
 	node bool
-	corr *correlate.Correlator
-	buf  []event.Any
+	// merge orders the sources' events on their watermarks; stream is
+	// everything after it (correlator, audit), the same pure code `tracer
+	// replay` runs. Run's goroutine only.
+	merge  *correlate.Merge
+	stream *correlate.Stream
+	// progress says, per source (the src* constants), the monotonic time
+	// before which it has handed over every event.
+	progress [nSources]func() uint64
+	// kick, per source, asks it to say its progress now rather than at its
+	// next poll; nil when it cannot.
+	kick [nSources]func()
+	// in are the sources' channels; nil: the collectors' (tests set their
+	// own).
+	in *inputs
 
 	mu    sync.Mutex
 	procs map[uint32]*procState
 	added []uint32 // processes added since Run last looked: watch their activity
 	sink  Sink
-	drops uint64
-	// peers names the connections the kernel reported, for audit lines:
-	// cookie -> peer address. Bounded: cleared when full.
-	peers map[uint64]string
-	// lastTCP is the last kernel event of each connection (bounded like
-	// peers), for the network state of hung calls.
-	lastTCP map[uint64]event.TCP
-	// missing are calls without a deadline waiting for release.
-	missing []event.Call
-	// open are the calls without a deadline still in flight, by goroutine.
-	open map[callKey]*openCall
 	// local are the local-cause sources.
 	local local
 	// guard is the storm guard (Start only; nil when off); guardAt when it
@@ -119,7 +121,7 @@ type Pipeline struct {
 
 // procState is one traced process: its probes and its adaptive switch.
 type procState struct {
-	probes *collector.GoProbes
+	probes *goprobe.Process
 	ctl    *adaptive.Controller
 	// goidOff is runtime.g.goid's offset in the binary (-1: unknown). The
 	// kernel's send/receive hooks read the goroutine doing the I/O only
@@ -129,103 +131,19 @@ type procState struct {
 	goidOff int64
 }
 
-type callKey struct {
-	pid  uint32
-	goid uint64
-}
+// The sources the pipeline merges, in the order of Pipeline.progress.
+const (
+	srcTCP = iota
+	srcDeadlines
+	srcBindings
+	srcLocal
+	srcCalls
+	nSources
+)
 
-type openCall struct {
-	call     event.Call
-	reported bool
-}
-
-// maxOpen bounds the calls without a deadline tracked for hung_call.
-const maxOpen = 65536
-
-// missingPeerWait is how long a deadline_missing line waits for its
-// connection's peer when the kernel has not named it yet: a connection
-// opened before the tracer is learnt from its first send, which comes just
-// after the call's probe (seen: a gRPC client's first call reported with
-// no target, under load).
-const missingPeerWait = 300 * time.Millisecond
-
-func (p *Pipeline) releaseMissing(upTo uint64) error {
-	slices.SortStableFunc(p.missing, func(a, b event.Call) int { return cmp.Compare(a.Mono, b.Mono) })
-	n := 0
-	for ; n < len(p.missing) && p.missing[n].Mono <= upTo; n++ {
-		c := &p.missing[n]
-		if _, known := p.peers[c.Cookie]; !known && c.Cookie != 0 && upTo-c.Mono < uint64(missingPeerWait) {
-			break // in order: the later ones wait with it
-		}
-		if err := p.sink.Missing(c, p.peers[c.Cookie]); err != nil {
-			return err
-		}
-	}
-	p.missing = append(p.missing[:0], p.missing[n:]...)
-	return nil
-}
-
-const maxPeers = 65536
-
-func (p *Pipeline) notePeer(ev *event.TCP) {
-	if ev.Cookie == 0 || !ev.Peer.IsValid() || ev.Peer.Port() == 0 {
-		return
-	}
-	if p.peers == nil || len(p.peers) >= maxPeers {
-		p.peers = make(map[uint64]string)
-		p.lastTCP = make(map[uint64]event.TCP)
-	}
-	p.peers[ev.Cookie] = ev.Peer.String()
-	if !ev.Kind.Lifecycle() {
-		p.lastTCP[ev.Cookie] = *ev
-	}
-}
-
-// trackCall keeps the calls without a deadline in flight, for hung_call.
-func (p *Pipeline) trackCall(c *event.Call) {
-	k := callKey{c.PID, c.Goid}
-	if c.End {
-		delete(p.open, k)
-		return
-	}
-	if c.HasDeadline || p.sink.Hung == nil || c.Kind != "http" {
-		return // only net/http calls have an end probe: a gRPC stream may live long
-	}
-	if p.open == nil {
-		p.open = make(map[callKey]*openCall)
-	}
-	if len(p.open) >= maxOpen {
-		p.log.Warn("too many calls without a deadline in flight: hung_call tracking restarted", "tracked", len(p.open))
-		clear(p.open)
-	}
-	p.open[k] = &openCall{call: *c}
-}
-
-// reportHung says, once per call, which calls without a deadline have
-// been waiting longer than HangAfter.
-func (p *Pipeline) reportHung(now time.Time) error {
-	hang := p.cfg.HangAfter
-	if hang == 0 {
-		hang = 10 * time.Second
-	}
-	for _, oc := range p.open {
-		if oc.reported || now.Sub(oc.call.Time) < hang {
-			continue
-		}
-		oc.reported = true
-		var conn *event.TCP
-		if t, ok := p.lastTCP[oc.call.Cookie]; ok {
-			conn = &t
-		}
-		if err := p.sink.Hung(&oc.call, p.peers[oc.call.Cookie], now.Sub(oc.call.Time), conn); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// reorder is how long events wait to be merged: the two ring buffers are
-// read on their own schedules (each polls within 100 ms).
+// reorder is what a source without its own progress is assumed to lag:
+// the ring buffers are read on their own schedules (each polls within
+// 100 ms).
 const reorder = 250 * time.Millisecond
 
 // Start attaches everything for process cfg.PID. On error nothing is left
@@ -237,11 +155,11 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
-	if p.goP, err = collector.StartGo(collector.GoConfig{PID: cfg.PID, Logger: p.log}); err != nil {
+	if p.goP, err = goprobe.Start(goprobe.Config{PID: cfg.PID, Logger: p.log}); err != nil {
 		return nil, err
 	}
 	p.goN = p.goP.Node()
-	if p.tcp, err = collector.StartTCP(collector.Config{PID: uint32(cfg.PID), Lifecycle: true,
+	if p.tcp, err = tcp.Start(tcp.Config{PID: uint32(cfg.PID), Lifecycle: true,
 		ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
 		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
 	}
@@ -271,10 +189,10 @@ func StartNode(cfg Config, sink Sink) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
-	if p.goN, err = collector.NewGoNode(collector.GoNodeConfig{Logger: p.log}); err != nil {
+	if p.goN, err = goprobe.NewNode(goprobe.NodeConfig{Logger: p.log}); err != nil {
 		return nil, err
 	}
-	if p.tcp, err = collector.StartTCP(collector.Config{Lifecycle: true, ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
+	if p.tcp, err = tcp.Start(tcp.Config{Lifecycle: true, ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
 		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
 	}
 	if err := p.corrStart(); err != nil {
@@ -297,16 +215,32 @@ func newPipeline(cfg Config, sink Sink) *Pipeline {
 }
 
 func (p *Pipeline) corrStart() (err error) {
-	ccfg := correlate.DefaultConfig()
-	ccfg.ActivityResolution = p.cfg.Activity
-	p.corr, err = correlate.New(ccfg)
+	cfg := correlate.StreamConfig{Correlator: correlate.DefaultConfig()}
+	cfg.Correlator.ActivityResolution = p.cfg.Activity
+	if p.cfg.Audit {
+		cfg.Audit = &correlate.AuditConfig{Missing: p.sink.Missing != nil, Hung: p.sink.Hung != nil, HangAfter: p.cfg.HangAfter}
+	}
+	if p.node {
+		// The node's kernel collector sees every process: only the traced
+		// ones (and sockets of no known owner) concern reports.
+		cfg.Keep = p.Traced
+	}
+	p.stream, err = correlate.NewStream(cfg, sinkOutput{&p.sink})
+	p.merge = correlate.NewMerge(nSources)
+	for i := range p.progress {
+		p.progress[i] = lagging
+	}
 	return err
 }
 
+// lagging is the progress of a source that does not say its own: the
+// wall clock less reorder.
+func lagging() uint64 { return monoNow() - uint64(reorder) }
+
 // AddProcess starts tracing process pid (StartNode). Errors wrapping
-// collector.ErrNotTraceable mean it cannot be traced; nothing is left
+// goprobe.ErrNotTraceable mean it cannot be traced; nothing is left
 // attached for it then.
-func (p *Pipeline) AddProcess(pid int) (*collector.GoProbes, error) {
+func (p *Pipeline) AddProcess(pid int) (*goprobe.Process, error) {
 	g, err := p.goN.Add(pid)
 	if err != nil {
 		return nil, err
@@ -341,7 +275,7 @@ func (p *Pipeline) Traced(pid uint32) bool {
 
 // track registers a process whose Go probes are attached: goroutine
 // naming in the kernel, audit and detail as configured.
-func (p *Pipeline) track(g *collector.GoProbes) error {
+func (p *Pipeline) track(g *goprobe.Process) error {
 	pid := uint32(g.PID())
 	ps := &procState{probes: g, ctl: adaptive.New(p.cfg.Policy), goidOff: -1}
 	if off, err := g.Binary().FieldOffset("runtime.g", "goid"); err == nil {
@@ -350,7 +284,7 @@ func (p *Pipeline) track(g *collector.GoProbes) error {
 	// Connections its listeners accept are attributed to the process from
 	// their handshake (the kernel side records listeners at listen(); these
 	// predate the collector).
-	if n, err := p.tcp.AdoptListeners(pid, p.cfg.Local.CgroupRoot); err != nil {
+	if n, err := p.tcp.AdoptListeners(pid, workload.CgroupID(int(pid), p.cfg.Local.CgroupRoot)); err != nil {
 		p.log.Warn("listening sockets not adopted: connections they accept are attributed at their first send", "pid", pid, "err", err)
 	} else if n > 0 {
 		p.log.Debug("listening sockets adopted", "pid", pid, "listeners", n)
@@ -390,7 +324,7 @@ func (p *Pipeline) watchAdded() {
 	p.mu.Unlock()
 	now := monoNow()
 	for _, pid := range added {
-		p.corr.WatchActivity(pid, now)
+		p.stream.Correlator().WatchActivity(pid, now)
 	}
 }
 
@@ -401,13 +335,13 @@ func (p *Pipeline) proc(pid uint32) *procState {
 }
 
 // Probes is the Go side, for its binary and counters.
-func (p *Pipeline) Probes() *collector.GoProbes { return p.goP }
+func (p *Pipeline) Probes() *goprobe.Process { return p.goP }
 
 // TCP is the kernel side, for its counters.
-func (p *Pipeline) TCP() *collector.TCP { return p.tcp }
+func (p *Pipeline) TCP() *tcp.Collector { return p.tcp }
 
 // Node is the Go side's programs, for its counters.
-func (p *Pipeline) Node() *collector.GoNode { return p.goN }
+func (p *Pipeline) Node() *goprobe.Node { return p.goN }
 
 func (p *Pipeline) setDetail(ps *procState, on bool, reason string) error {
 	pid := uint32(ps.probes.PID())
@@ -454,201 +388,305 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	// something is buffered or waiting, every 250 ms when idle (an idle
 	// agent's every wakeup is CPU the node pays for nothing).
 	const tickBusy, tickIdle = 50 * time.Millisecond, 250 * time.Millisecond
-	tick := collector.NewTicker(tickBusy) // on the instants of the collectors' timers
-	defer tick.Stop()
+	tk := tick.NewTicker(tickBusy) // on the instants of the collectors' timers
+	defer tk.Stop()
 	busy := true
 	wake := func() {
 		if !busy {
 			busy = true
-			tick.Reset(tickBusy)
+			tk.Reset(tickBusy)
 		}
 	}
-	tcpEvents, goEvents, bindings := p.tcp.Events(), p.goN.Events(), p.goN.Bindings()
-	localEvents := p.local.events()
-	var calls <-chan event.Call
-	if p.cfg.Audit {
-		calls = p.goN.Calls()
+	in := p.in
+	if in == nil {
+		in = p.inputs()
+	}
+	// due fires when the next report's grace window ends: the sources are
+	// asked for their progress then, and the report leaves a moment later
+	// instead of at the next tick after the sources' next polls.
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
+	dueAt := uint64(0)
+	armDue := func() {
+		t, ok := p.stream.NextDue()
+		if !ok || t == dueAt {
+			return
+		}
+		dueAt = t
+		now := monoNow()
+		wait := time.Duration(0)
+		if t > now {
+			wait = time.Duration(t - now)
+		}
+		due.Reset(wait)
 	}
 	for {
 		select {
-		case ev, ok := <-tcpEvents:
+		case ev, ok := <-in.tcp:
 			if !ok {
 				return errors.New("kernel event stream ended unexpectedly")
 			}
-			p.buf = append(p.buf, &ev)
+			p.merge.Add(&ev)
 			wake()
-		case c, ok := <-calls:
+		case c, ok := <-in.calls:
 			if !ok {
-				calls = nil
+				in.calls = nil
 				continue
 			}
-			if p.sink.Call != nil {
-				if err := p.sink.Call(&c); err != nil {
-					return err
-				}
-			}
-			p.trackCall(&c)
-			if !c.End && !c.HasDeadline && p.sink.Missing != nil {
-				// Said in stream order, so the connection's peer (from
-				// the kernel events before the call) is known.
-				p.missing = append(p.missing, c)
-				wake()
-			}
-		case d, ok := <-goEvents:
+			p.merge.Add(&c)
+			wake()
+		case d, ok := <-in.deadlines:
 			if !ok {
 				return errors.New("deadline event stream ended unexpectedly")
 			}
-			p.buf = append(p.buf, &d)
+			p.merge.Add(&d)
 			wake()
-			ps := p.proc(d.PID)
-			if ps != nil {
-				p.countExpiry(ps, d.Mono)
-			}
-			if ps != nil && p.cfg.Detail == "auto" && !p.stormTripped() && !p.exeTripped(ps) && ps.ctl.Observe(time.Now()) {
-				p.switchDetail(ps, true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))
-			}
-		case b, ok := <-bindings:
+			p.observeExpiry(&d)
+		case b, ok := <-in.bindings:
 			if !ok {
-				bindings = nil // closed with the probes: stop selecting it
+				in.bindings = nil // closed with the probes: stop selecting it
 				continue
 			}
-			p.buf = append(p.buf, &b)
+			p.merge.Add(&b)
 			wake()
-		case l, ok := <-localEvents:
+		case l, ok := <-in.local:
 			if !ok {
-				localEvents = nil
+				in.local = nil
 				continue
 			}
-			p.buf = append(p.buf, &l)
+			p.merge.Add(&l)
 			wake()
-		case <-tick.C:
+		case <-due.C:
+			// Once per due time: if a source still lags, the ticks
+			// release the report.
+			p.kickAll()
+			// The kicked readers drain within a few milliseconds.
+			tk.Reset(5 * time.Millisecond)
+			busy = true
+			continue
+		case <-tk.C:
 			p.watchAdded()
-			if p.cfg.Detail == "auto" {
-				now := time.Now()
-				p.mu.Lock()
-				var quiet []*procState
-				for _, ps := range p.procs {
-					if ps.ctl.Tick(now) {
-						quiet = append(quiet, ps)
-					}
-				}
-				p.mu.Unlock()
-				for _, ps := range quiet {
-					p.switchDetail(ps, false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet))
-				}
-			}
-			if err := p.release(monoNow() - uint64(reorder)); err != nil {
+			p.controlTick()
+			if err := p.release(in); err != nil {
 				return err
 			}
-			if err := p.reportHung(time.Now()); err != nil {
-				return err
-			}
+			armDue()
 			if err := p.nodeGuardTick(time.Now()); err != nil {
 				return err
 			}
 			if err := p.guardTick(time.Now()); err != nil {
 				return err
 			}
-			busy = len(p.buf) > 0 || p.corr.Waiting() > 0 || len(p.missing) > 0
+			busy = p.merge.Buffered() > 0 || p.stream.Waiting()
 			if busy {
-				tick.Reset(tickBusy)
+				tk.Reset(tickBusy)
 			} else {
-				tick.Reset(tickIdle)
+				tk.Reset(tickIdle)
 			}
 		case <-exited:
-			return p.finish(tcpEvents, goEvents, bindings)
+			return p.finish(in)
 		case <-ctx.Done():
-			return p.finish(tcpEvents, goEvents, bindings)
+			return p.finish(in)
 		}
 	}
 }
 
-// finish takes what the ring buffers still hold (one poll interval), then
-// releases everything and flushes the correlator's pending deadlines.
-func (p *Pipeline) finish(tcpEvents <-chan event.TCP, goEvents <-chan event.Deadline, bindings <-chan event.Binding) error {
-	end := time.After(2 * reorder)
-	localEvents := p.local.events()
-	for {
-		select {
-		case l, ok := <-localEvents:
-			if ok {
-				p.buf = append(p.buf, &l)
-			}
-		case ev, ok := <-tcpEvents:
-			if ok {
-				p.buf = append(p.buf, &ev)
-			}
-		case d, ok := <-goEvents:
-			if ok {
-				p.buf = append(p.buf, &d)
-			}
-		case b, ok := <-bindings:
-			if ok {
-				p.buf = append(p.buf, &b)
-			}
-		case <-end:
-			if err := p.release(^uint64(0)); err != nil {
-				return err
-			}
-			return p.emit(p.corr.Flush())
+// inputs are the channels Run merges; nil ones are not selected.
+type inputs struct {
+	tcp       <-chan event.TCP
+	deadlines <-chan event.Deadline
+	bindings  <-chan event.Binding
+	local     <-chan event.Local
+	calls     <-chan event.Call
+}
+
+func (p *Pipeline) inputs() *inputs {
+	in := &inputs{tcp: p.tcp.Events(), deadlines: p.goN.Events(), bindings: p.goN.Bindings(), local: p.local.events()}
+	if p.cfg.Audit {
+		in.calls = p.goN.Calls()
+	}
+	return in
+}
+
+// drain takes what the channels hold now, without waiting and no more:
+// a source that keeps its channel full (a storm) must not keep the tick
+// from releasing. The events a source handed over before its progress was
+// read are in its channel by then (or already taken).
+func (p *Pipeline) drain(in *inputs) {
+	for n := len(in.tcp); n > 0; n-- {
+		ev, ok := <-in.tcp
+		if !ok {
+			break
+		}
+		p.merge.Add(&ev)
+	}
+	for n := len(in.deadlines); n > 0; n-- {
+		d, ok := <-in.deadlines
+		if !ok {
+			break
+		}
+		p.merge.Add(&d)
+		p.observeExpiry(&d)
+	}
+	for n := len(in.bindings); n > 0; n-- {
+		b, ok := <-in.bindings
+		if !ok {
+			break
+		}
+		p.merge.Add(&b)
+	}
+	for n := len(in.local); n > 0; n-- {
+		l, ok := <-in.local
+		if !ok {
+			break
+		}
+		p.merge.Add(&l)
+	}
+	for n := len(in.calls); n > 0; n-- {
+		c, ok := <-in.calls
+		if !ok {
+			break
+		}
+		p.merge.Add(&c)
+	}
+}
+
+// kickAll asks every source that can to say its progress now.
+func (p *Pipeline) kickAll() {
+	for _, k := range p.kick {
+		if k != nil {
+			k()
 		}
 	}
 }
 
-// release hands the buffered events up to mono to the sinks in time order.
-func (p *Pipeline) release(upTo uint64) error {
-	slices.SortStableFunc(p.buf, func(a, b event.Any) int {
-		ma, mb := a.MonoTime(), b.MonoTime()
-		switch {
-		case ma < mb:
-			return -1
-		case ma > mb:
-			return 1
-		}
-		return 0
-	})
-	n := 0
-	for ; n < len(p.buf) && p.buf[n].MonoTime() <= upTo; n++ {
-		ev := p.buf[n]
-		if t, ok := ev.(*event.TCP); ok {
-			p.notePeer(t)
-			if p.sink.TCP != nil {
-				if err := p.sink.TCP(t); err != nil {
-					return err
-				}
-			}
-			// The node's kernel collector sees every process: only the
-			// traced ones (and sockets of no known owner) concern reports.
-			if p.node && t.PID != 0 && !p.Traced(t.PID) {
-				continue
-			}
-		}
-		if p.sink.Event != nil {
-			if err := p.sink.Event(ev); err != nil {
-				return err
-			}
-		}
-		if p.sink.Report != nil {
-			if err := p.emit(p.corr.Push(ev)); err != nil {
-				return err
-			}
+// observeExpiry counts an expiry for the storm guard and the adaptive
+// detail switch.
+func (p *Pipeline) observeExpiry(d *event.Deadline) {
+	ps := p.proc(d.PID)
+	if ps == nil {
+		return
+	}
+	p.countExpiry(ps, d.Mono)
+	if p.cfg.Detail == "auto" && !p.stormTripped() && !p.exeTripped(ps) && ps.ctl.Observe(time.Now()) {
+		p.switchDetail(ps, true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))
+	}
+}
+
+// controlTick switches off the detail tier of processes that have been
+// quiet long enough.
+func (p *Pipeline) controlTick() {
+	if p.cfg.Detail != "auto" {
+		return
+	}
+	now := time.Now()
+	p.mu.Lock()
+	var quiet []*procState
+	for _, ps := range p.procs {
+		if ps.ctl.Tick(now) {
+			quiet = append(quiet, ps)
 		}
 	}
-	p.buf = append(p.buf[:0], p.buf[n:]...)
-	if err := p.releaseMissing(upTo); err != nil {
+	p.mu.Unlock()
+	for _, ps := range quiet {
+		p.switchDetail(ps, false, fmt.Sprintf("no expiry for %v", p.cfg.Policy.Quiet))
+	}
+}
+
+// release hands the events before the sources' watermark to the stream in
+// time order, then tells it that time has come that far. Each source's
+// progress is read before its channel is drained: everything it handed
+// over before that progress is then in the merge.
+func (p *Pipeline) release(in *inputs) error {
+	for i, prog := range p.progress {
+		p.merge.Progress(i, prog())
+	}
+	p.drain(in)
+	w, err := p.merge.Release(p.stream.Push)
+	if err != nil {
 		return err
 	}
-	if p.sink.Report != nil && upTo != ^uint64(0) {
-		return p.emit(p.corr.Advance(upTo))
+	return p.stream.Advance(w)
+}
+
+// finish takes what the ring buffers still hold (until every source has
+// passed the moment Run ended, at most 2×reorder), then releases
+// everything, marks the end of the stream and flushes the correlator.
+func (p *Pipeline) finish(in *inputs) error {
+	end := monoNow()
+	deadline := time.After(2 * reorder)
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+wait:
+	for {
+		select {
+		case <-deadline:
+			break wait
+		case <-poll.C:
+			done := true
+			for _, prog := range p.progress {
+				done = done && prog() >= end
+			}
+			p.drain(in)
+			if done {
+				break wait
+			}
+		}
+	}
+	p.drain(in)
+	if err := p.merge.Drain(p.stream.Push); err != nil {
+		return err
+	}
+	if err := p.stream.Push(&event.Mark{Mono: max(end, p.stream.Now())}); err != nil {
+		return err
+	}
+	return p.stream.Flush()
+}
+
+// Stats are the join's counters. Run's goroutine, or after Run returned.
+func (p *Pipeline) Stats() correlate.Stats { return p.stream.Correlator().Stats() }
+
+// Late is the number of events that reached the merge behind its
+// watermark (a source said more progress than it had made): released at
+// once, out of order, never dropped. Run's goroutine, or after Run.
+func (p *Pipeline) Late() uint64 { return p.merge.Late() }
+
+// sinkOutput is a Sink as the stream's Output.
+type sinkOutput struct{ s *Sink }
+
+func (o sinkOutput) Kernel(t *event.TCP) error {
+	if o.s.TCP != nil {
+		return o.s.TCP(t)
 	}
 	return nil
 }
 
-func (p *Pipeline) emit(rs []correlate.Report) error {
-	for i := range rs {
-		if err := p.sink.Report(&rs[i]); err != nil {
+func (o sinkOutput) Event(ev event.Any) error {
+	if c, ok := ev.(*event.Call); ok && o.s.Call != nil {
+		if err := o.s.Call(c); err != nil {
 			return err
 		}
+	}
+	if o.s.Event != nil {
+		return o.s.Event(ev)
+	}
+	return nil
+}
+
+func (o sinkOutput) Report(r *correlate.Report) error {
+	if o.s.Report != nil {
+		return o.s.Report(r)
+	}
+	return nil
+}
+
+func (o sinkOutput) Audit(l *correlate.AuditLine) error {
+	switch {
+	case l.Kind == correlate.AuditMissing && o.s.Missing != nil:
+		return o.s.Missing(&l.Call, l.Peer)
+	case l.Kind == correlate.AuditHung && o.s.Hung != nil:
+		return o.s.Hung(&l.Call, l.Peer, l.Waiting, l.Conn)
 	}
 	return nil
 }

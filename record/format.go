@@ -14,11 +14,12 @@ import (
 
 // FormatName and Version identify the format in the header line. Version 2
 // added the "local" event type (time a process lost to CPU throttling,
-// run-queue waits and GC pauses); a version 1 recording is a valid version 2
-// one without them, so readers accept MinVersion through Version.
+// run-queue waits and GC pauses); version 3 the "call" (outbound calls the
+// audit probes saw) and "mark" (time passed) types. An older recording is a
+// valid newer one without them, so readers accept MinVersion through Version.
 const (
 	FormatName = "timeout-tracer-events"
-	Version    = 2
+	Version    = 3
 	MinVersion = 1
 )
 
@@ -29,6 +30,8 @@ const (
 	TypeActivity = "activity"
 	TypeBinding  = "binding"
 	TypeLocal    = "local"
+	TypeCall     = "call"
+	TypeMark     = "mark"
 )
 
 // Errors a Reader or Writer wraps; match them with errors.Is.
@@ -111,6 +114,11 @@ type line struct {
 	Lost      string `json:"lost,omitempty"`
 	Count     uint32 `json:"count,omitempty"`
 	Total     string `json:"total,omitempty"`
+
+	HasDeadline bool   `json:"has_deadline,omitempty"`
+	Remaining   string `json:"remaining,omitempty"`
+	Caller      string `json:"caller,omitempty"`
+	End         bool   `json:"end,omitempty"`
 }
 
 // toLine fills l (reset by the caller) from an event.
@@ -167,6 +175,19 @@ func toLine(ev event.Any, l *line) error {
 		}
 		*l = line{Type: TypeLocal, Mono: e.Mono, StartMono: e.Start, PID: e.PID, Kind: e.Kind.String(),
 			Lost: e.Lost.String(), Count: e.Count, Total: durString(e.Total)}
+	case *event.Call:
+		if e.Kind == "" {
+			return fmt.Errorf("call without a kind: %w", ErrUnencodable)
+		}
+		*l = line{Type: TypeCall, Mono: e.Mono, PID: e.PID, Comm: e.Comm, Goid: e.Goid, Cookie: e.Cookie, Kind: e.Kind,
+			HasDeadline: e.HasDeadline, TraceID: e.TraceID, SpanID: e.SpanID, Caller: e.Caller, End: e.End}
+		l.Remaining = durString(e.Remaining)
+		var err2 error
+		l.Time, err = timeString(e.Time)
+		l.Deadline, err2 = timeString(e.Deadline)
+		err = errors.Join(err, err2)
+	case *event.Mark:
+		*l = line{Type: TypeMark, Mono: e.Mono}
 	case nil:
 		return fmt.Errorf("nil event: %w", ErrUnencodable)
 	default:
@@ -260,6 +281,22 @@ func fromLine(l *line) (event.Any, error) {
 			check("lost", errors.New("negative"))
 		}
 		ev = e
+	case TypeCall:
+		e := &event.Call{Mono: l.Mono, PID: l.PID, Comm: l.Comm, Goid: l.Goid, Cookie: l.Cookie, Kind: l.Kind,
+			HasDeadline: l.HasDeadline, TraceID: l.TraceID, SpanID: l.SpanID, Caller: l.Caller, End: l.End}
+		if l.Kind == "" {
+			check("kind", errors.New("missing"))
+		}
+		var err error
+		e.Time, err = parseTime(l.Time)
+		check("time", err)
+		e.Deadline, err = parseTime(l.Deadline)
+		check("deadline", err)
+		e.Remaining, err = parseDur(l.Remaining)
+		check("remaining", err)
+		ev = e
+	case TypeMark:
+		ev = &event.Mark{Mono: l.Mono}
 	case "":
 		return nil, fmt.Errorf("no type: %w", ErrBadEvent)
 	default:

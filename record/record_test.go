@@ -58,13 +58,16 @@ func fillAll(t *testing.T, v any) {
 }
 
 func TestRoundTripEveryField(t *testing.T) {
-	events := []event.Any{new(event.TCP), new(event.Deadline), new(event.SockActivity), new(event.Binding), new(event.Local)}
+	events := []event.Any{new(event.TCP), new(event.Deadline), new(event.SockActivity), new(event.Binding), new(event.Local),
+		new(event.Call), new(event.Mark)}
 	for _, ev := range events {
 		fillAll(t, ev)
 	}
 	// Also the zero value of each (all fields left out) and an activity TCP event.
 	events = append(events, &event.TCP{Kind: event.TCPClose}, &event.Deadline{}, &event.SockActivity{}, &event.Binding{},
 		&event.Local{Kind: event.LocalGCPause, Start: 3, Mono: 3},
+		&event.Call{Mono: 4, Kind: "http", Remaining: -time.Millisecond}, &event.Call{Mono: 4, Kind: "http", HasDeadline: true, Remaining: -time.Millisecond},
+		&event.Call{Mono: 6, Kind: "http", End: true}, &event.Mark{},
 		&event.TCP{Kind: event.TCPActivity, Mono: 5, Goid: 7, Sent: true, Peer: netip.MustParseAddrPort("[fe80::1%eth0]:443")})
 
 	var buf bytes.Buffer
@@ -108,7 +111,7 @@ func TestReaderErrorsNameTheLine(t *testing.T) {
 		{"empty", "", 1, ErrHeader},
 		{"not json", "hello\n", 1, ErrHeader},
 		{"other format", `{"format":"pcap","version":1}` + "\n", 1, ErrHeader},
-		{"future version", `{"format":"timeout-tracer-events","version":3}` + "\n", 1, ErrVersion},
+		{"future version", `{"format":"timeout-tracer-events","version":4}` + "\n", 1, ErrVersion},
 		{"bad json", hdr + `{"type":"tcp","mono":1,"kind":"rto"}` + "\n{\n", 3, ErrBadEvent},
 		{"unknown type", hdr + `{"type":"udp","mono":1}` + "\n", 2, ErrBadEvent},
 		{"no type", hdr + "\n" + `{"mono":1}` + "\n", 3, ErrBadEvent},

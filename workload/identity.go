@@ -77,6 +77,11 @@ type Identity struct {
 	// caller; empty when unknown.
 	Namespace string
 	Pod       string
+	// Service is what the process names itself in its OpenTelemetry
+	// environment, filled by the caller with ReadService when it attaches
+	// (Identify does not read the environment of every process it looks
+	// at).
+	Service Service
 }
 
 // Identify reads who process pid is from procRoot (normally "/proc"; in the

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/timeout-tracer/tracer/deploy"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 )
 
 // Live tests: real processes of this machine, read through the real /proc.
@@ -141,9 +142,7 @@ func TestIdentifyBadInput(t *testing.T) {
 // naming CAP_SYS_PTRACE, not "gone". The reader is this test binary run
 // again as user nobody.
 func TestIdentifyPermissionDenied(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to start a reader as another user")
-	}
+	testenv.Root(t)
 	target := startSleep(t, sleepPath(t), nil) // root's
 	out := runHelper(t, "identify", []string{"TT_PID=" + strconv.Itoa(target.Process.Pid)},
 		&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}})
@@ -259,9 +258,7 @@ type cgroupLab struct {
 
 func newCgroupLab(t *testing.T) *cgroupLab {
 	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("needs root to make cgroups")
-	}
+	testenv.Root(t)
 	fs, err := OpenCgroupfs("/sys/fs/cgroup", "/proc")
 	if err != nil {
 		t.Skipf("no cgroup v2 hierarchy to make cgroups in: %v", err)
@@ -367,9 +364,7 @@ func TestCgroupNamespaceReader(t *testing.T) {
 // denied. The reader is this test binary run as root with its bounding set
 // cut to the manifest's capabilities (as the container runtime does).
 func TestIdentifyWithManifestCapabilities(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to restrict a reader's capabilities")
-	}
+	testenv.Root(t)
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skipf("no setpriv (util-linux): %v", err)
 	}

@@ -75,7 +75,15 @@ struct tt_go_grpc_offsets {
 				   TT_GO_NO_EMBED: the id is in the stream itself */
 };
 
-#define TT_GO_NO_EMBED 0xffffffff
+/*
+ * Offsets that mean "none" in the tables userspace fills: an enum, not
+ * macros, so that bpf2go generates them for Go.
+ */
+enum tt_go_no_offset {
+	TT_GO_NO_EMBED = 0xffffffff,     /* stream_embed: the stream ID is in the stream itself */
+	TT_GO_SPAN_UNKNOWN = 0xffffffff, /* sc_off of a span type whose layout is unknown: the walk stops there */
+	TT_GO_ROOT_CTX = 0xffffffff,     /* parent_off of a root context (Background, TODO): the walk ends there */
+};
 
 /*
  * Dial layout: net.netFD.connect's receiver and context; the fd is read at
@@ -115,9 +123,6 @@ struct tt_go_binding {
 	__u32 _pad2;
 };
 
-/* sc_off of a span type whose layout is unknown: the walk stops there. */
-#define TT_GO_SPAN_UNKNOWN 0xffffffff
-
 /* How the walk up the context chain for a span ended. */
 enum tt_go_trace_status {
 	TT_TRACE_NONE = 0,         /* not attempted: no OpenTelemetry in the binary */
@@ -128,9 +133,6 @@ enum tt_go_trace_status {
 	TT_TRACE_INVALID = 5,      /* a span was found but its IDs are zero */
 	TT_TRACE_CHILD_SPAN = 6,   /* no span above the deadline; the first span started below it */
 };
-
-/* parent_off of a root context (Background, TODO): the walk ends there. */
-#define TT_GO_ROOT_CTX 0xffffffff
 
 /* A context implementation the chain walk can step through. */
 struct tt_go_ctx_itab {

@@ -7,50 +7,29 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/check"
 )
 
 func newCheckCommand() *cobra.Command {
-	var pid int
-	cmd := &cobra.Command{
-		Use:   "check [--pid N]",
+	return &cobra.Command{
+		Use:   "check",
 		Short: "Check that this machine can trace, and say what to fix if not",
 		Long: `Check probes the kernel (BTF, capabilities, ring buffers) and really loads and
 attaches the TCP collector, then detaches it. It lists every tracepoint with the
-program type it attached with (tp_btf, else raw_tp).
-
-It then does to one process what "tracer trace --pid" does: opens its
-/proc/PID/exe, maps and root, analyses its executable and attaches the Go
-deadline uprobes, then detaches them. With --pid that process is the one you
-mean to trace; without, the tracer's own. Every failure names the missing
-capability or setting (CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE for other users'
-processes, CAP_SYS_ADMIN for perf-event uprobes, ...); checks that cannot run
-for lack of privileges are skipped, not blamed on the kernel.
-
-Exit status 0 means tracing works.
-
-  tracer check
-  sudo tracer check --pid $(pgrep -n my-service)`,
+program type it attached with (tp_btf, else raw_tp). Exit status 0 means tracing
+works.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if pid < 0 {
-				return fmt.Errorf("--pid %d: want a process ID", pid)
-			}
-			r := collector.Check(collector.CheckConfig{PID: pid})
+			r := check.Run()
 			out := cmd.OutOrStdout()
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			for _, it := range r.Items {
 				mark := "ok"
-				switch {
-				case it.Skip:
-					mark = "skip"
-				case !it.OK:
+				if !it.OK {
 					mark = "FAIL"
-				case it.Warn:
-					mark = "warn"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", mark, it.Name, it.Detail)
-				if (!it.OK || it.Warn) && !it.Skip && it.Fix != "" {
+				if !it.OK && it.Fix != "" {
 					fmt.Fprintf(tw, "\t\tfix: %s\n", it.Fix)
 				}
 			}
@@ -87,6 +66,4 @@ Exit status 0 means tracing works.
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&pid, "pid", 0, "check tracing this process (default: the tracer's own)")
-	return cmd
 }

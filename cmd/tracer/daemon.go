@@ -81,7 +81,7 @@ Every flag can also come from --config, a YAML file of flag names and values
 	f.export.metricsAddr = ":9464"
 	fl.Lookup("metrics-addr").DefValue = ":9464"
 	fl.Lookup("metrics-addr").Usage = "serve /metrics, /healthz and /readyz on this address (\"\" turns them off)"
-	f.policy = adaptive.DefaultPolicy
+	f.policy = adaptive.DefaultPolicy()
 	fl.StringVar(&f.config, "config", "", "YAML file of flag values (flag name: value); command-line flags win")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fl.StringVarP(&f.output, "output", "o", "json", "reports on stdout: json, table or none")
@@ -102,7 +102,7 @@ Every flag can also come from --config, a YAML file of flag names and values
 	fl.IntVar(&f.policy.Threshold, "detail-threshold", f.policy.Threshold, "auto: expiries of a process within --detail-window that attach its detail probes")
 	fl.DurationVar(&f.policy.Window, "detail-window", f.policy.Window, "auto: window for --detail-threshold")
 	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach a process's detail probes after this long without an expiry")
-	f.storm = storm.DefaultPolicy
+	f.storm = storm.DefaultPolicy()
 	fl.Uint64Var(&f.storm.MaxHitsPerSec, "storm-max-hits", f.storm.MaxHitsPerSec, "storm guard: expiries per second of one executable's processes above which its probes are detached for --storm-cooldown (0: never)")
 	fl.DurationVar(&f.storm.Cooldown, "storm-cooldown", f.storm.Cooldown, "storm guard: how long probes stay detached after a storm trips the guard")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, detach and flush within this long, then exit anyway")
@@ -309,8 +309,12 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 		Rescan:       f.rescan,
 		Logger:       log,
 	}
+	// Each process's identity is resolved once, when it is attached, and
+	// the exporters carry it: they read no /proc.
+	cfg.OnAttach = func(id agent.Identity, _ time.Duration) { ex.procs.Add(export.ProcessOf(id)) }
 	if m := ex.metrics; m != nil {
 		cfg.OnAttach = func(id agent.Identity, since time.Duration) {
+			ex.procs.Add(export.ProcessOf(id))
 			m.Attached(1)
 			if since > 0 {
 				m.ObserveAttach(since)

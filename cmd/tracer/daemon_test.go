@@ -23,6 +23,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/deploy"
 	"github.com/timeout-tracer/tracer/export"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
@@ -577,6 +578,7 @@ func TestDaemonBadInput(t *testing.T) {
 			checkOneLineError(t, exec.Command(tracer, "daemon"), "insufficient privileges")
 			return
 		}
+		testenv.Root(t)
 		if _, err := exec.LookPath("setpriv"); err != nil {
 			t.Skip("setpriv (util-linux) not installed: cannot drop root for this case")
 		}
@@ -584,9 +586,7 @@ func TestDaemonBadInput(t *testing.T) {
 			tracer, "daemon", "--metrics-addr", ""), "insufficient privileges: need root, or CAP_BPF and CAP_PERFMON")
 	})
 	t.Run("nested PID namespace", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root to make a PID namespace")
-		}
+		testenv.Root(t)
 		if _, err := exec.LookPath("unshare"); err != nil {
 			t.Skip("unshare (util-linux) not installed")
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/lab/netlab"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
@@ -29,7 +30,7 @@ func binaries(t *testing.T) (tracer, client string) {
 // TestTCPJSONEndToEnd runs the built `tracer tcp -o json` against a client
 // process whose connection is blackholed, and reads its JSON lines.
 func TestTCPJSONEndToEnd(t *testing.T) {
-	netlab.RequireRoot(t)
+	testenv.Root(t)
 	if err := collector.Preflight(); err != nil {
 		t.Skipf("kernel tracing unavailable: %v", err)
 	}

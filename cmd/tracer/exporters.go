@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/pipeline"
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 // exportFlags are the OTLP and Prometheus options of the commands that
@@ -69,7 +71,7 @@ func startExporters(ctx context.Context, f *exportFlags, log *slog.Logger, stder
 	if f.protocol != "" && !contains(export.Protocols, f.protocol) {
 		return nil, fmt.Errorf("unknown --otlp-protocol %q: use grpc or http/protobuf", f.protocol)
 	}
-	e := &exporters{flags: f, log: log, stderr: stderr, procs: export.NewProcesses("", 0)}
+	e := &exporters{flags: f, log: log, stderr: stderr, procs: export.NewProcesses(0)}
 	defer func() {
 		if err != nil {
 			e.close()
@@ -141,11 +143,20 @@ func (e *exporters) sink(s pipeline.Sink) pipeline.Sink {
 }
 
 // attached tells the exporters that the pipeline traces pid: its identity
-// is read now (its last reports may come after it exits), and its ring
-// buffers' losses are exported. Call the returned func once it is closed.
+// is resolved now, once (its last reports may come after it exits), and
+// its ring buffers' losses are exported. Call the returned func once it is
+// closed.
 func (e *exporters) attached(pid int, p *pipeline.Pipeline) (detached func()) {
 	e.ran = true
-	e.procs.Lookup(uint32(pid), "")
+	id, err := workload.Identify("/proc", pid)
+	if err != nil {
+		e.log.Warn("process identity not read: exporters name it by its command", "pid", pid, "err", err)
+		id = workload.Identity{PID: pid, ExeName: filepath.Base(p.Probes().Binary().ExePath)}
+	}
+	if svc, err := workload.ReadService("/proc", pid); err == nil {
+		id.Service = svc
+	}
+	e.procs.Add(export.ProcessOf(id))
 	if e.metrics == nil {
 		return func() {}
 	}

@@ -200,7 +200,7 @@ func TestLocalRunqueueDelay(t *testing.T) {
 // again and again (~4 ms a pause here, probes included), and the 3 ms
 // deadlines that a pause ate are gc_pause. Most expiries here are mark
 // assists (the request allocating under GC debt before its call): those
-// are local, since assists are not probed (see README).
+// are local, since assists are not probed (see docs/causes.md).
 func TestLocalGCPause(t *testing.T) {
 	requireGoTracing(t)
 	server := []string{"http-server", "-addr", ":8080"}
@@ -263,7 +263,7 @@ func TestLocalGCPause(t *testing.T) {
 		// The rule, live: pauses that took 30 % of the life and more
 		// than the other figures name the class (no RTO here to keep);
 		// over a slow_peer verdict (the request was sent, the answer
-		// not read in time) only past half the life (README, "The rule").
+		// not read in time) only past half the life (docs/causes.md, "The rule").
 		rq := 0.0
 		if l.RunqueueMs != nil {
 			rq = *l.RunqueueMs

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -18,7 +19,28 @@ import (
 
 type recordFlags struct {
 	targetFlags
-	out string
+	out   string
+	audit bool
+}
+
+// openRecording creates the event file path ("-": stdout) with its header.
+func openRecording(path string, stdout io.Writer) (*record.Writer, func() error, error) {
+	out, closeFile := stdout, func() error { return nil }
+	if path != "-" {
+		file, err := os.Create(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("create %s: %w", path, err)
+		}
+		out, closeFile = file, file.Close
+	}
+	host, _ := os.Hostname()
+	w, err := record.NewWriter(out, record.Header{Host: host, Started: time.Now(),
+		Note: "tracer " + strings.Join(os.Args[1:], " ")})
+	if err != nil {
+		closeFile()
+		return nil, nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return w, closeFile, nil
 }
 
 func newRecordCommand(g *globalFlags) *cobra.Command {
@@ -38,6 +60,7 @@ bug reports and correlator tests reproducible without root.`,
 	fl := cmd.Flags()
 	f.bind(fl, "record")
 	fl.StringVarP(&f.out, "output", "o", "", "file to write (required; - for standard output)")
+	fl.BoolVar(&f.audit, "audit", false, "also record the outbound calls (a trap per HTTP call): tracer replay then prints deadline_missing and hung_call")
 	return cmd
 }
 
@@ -54,24 +77,14 @@ func runRecord(cmd *cobra.Command, g *globalFlags, f *recordFlags) error {
 		return err
 	}
 	defer cancel()
-	out := cmd.OutOrStdout()
-	if f.out != "-" {
-		file, err := os.Create(f.out)
-		if err != nil {
-			return fmt.Errorf("create %s: %w", f.out, err)
-		}
-		defer file.Close()
-		out = file
-	}
-	host, _ := os.Hostname()
-	w, err := record.NewWriter(out, record.Header{Host: host, Started: time.Now(),
-		Note: "tracer " + strings.Join(os.Args[1:], " ")})
+	w, closeRec, err := openRecording(f.out, cmd.OutOrStdout())
 	if err != nil {
-		return fmt.Errorf("write %s: %w", f.out, err)
+		return err
 	}
+	defer closeRec()
 	stderr := cmd.ErrOrStderr()
 	n := 0
-	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Storm: f.storm, Logger: log}, pipeline.Sink{
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Storm: f.storm, Audit: f.audit, Logger: log}, pipeline.Sink{
 		Event: func(ev event.Any) error { n++; return w.Write(ev) },
 		Detail: func(t time.Time, pid uint32, on bool, reason string) error {
 			fmt.Fprintf(stderr, "detail probes %v for pid %d: %s\n", map[bool]string{true: "on", false: "off"}[on], pid, reason)
@@ -98,12 +111,15 @@ func runRecord(cmd *cobra.Command, g *globalFlags, f *recordFlags) error {
 
 func newReplayCommand() *cobra.Command {
 	var output string
+	var hangAfter time.Duration
 	cmd := &cobra.Command{
 		Use:   "replay FILE",
 		Short: "Run the correlator on a recorded event file and print its reports",
 		Long: `Replay reads a file written by "tracer record" and prints the timeout reports
-the correlator makes of it, exactly as "tracer trace" would have. It needs no
-root and no kernel support.`,
+the correlator makes of it, exactly as "tracer trace" would have, and the
+audit's deadline_missing and hung_call lines of a recording made with
+--audit (give the same --hang-after). It needs no root and no kernel
+support.`,
 		Example: `  tracer replay storm.events -o json`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -121,7 +137,14 @@ root and no kernel support.`,
 				return fmt.Errorf("read %s: %w", args[0], err)
 			}
 			w := export.NewTimeoutWriter(cmd.OutOrStdout(), format)
-			st, err := correlate.Replay(r, correlate.DefaultConfig(), w.WriteReport)
+			cfg := correlate.StreamConfig{Correlator: correlate.DefaultConfig(),
+				Audit: &correlate.AuditConfig{Missing: true, Hung: true, HangAfter: hangAfter}}
+			st, err := correlate.Replay(r, cfg, correlate.Outputs{ReportFunc: w.WriteReport, AuditFunc: func(l *correlate.AuditLine) error {
+				if l.Kind == correlate.AuditHung {
+					return w.WriteHung(&l.Call, l.Peer, l.Waiting, l.Conn)
+				}
+				return w.WriteMissing(&l.Call, l.Peer)
+			}})
 			if err != nil {
 				return fmt.Errorf("replay %s: %w", args[0], err)
 			}
@@ -135,5 +158,6 @@ root and no kernel support.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().DurationVar(&hangAfter, "hang-after", 10*time.Second, "with a recording made with --audit: report a call without a deadline still waiting this long as hung_call, as tracer trace did")
 	return cmd
 }

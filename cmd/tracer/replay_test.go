@@ -60,3 +60,61 @@ func TestRecordReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayReproducesTrace: what `tracer trace` printed live — timeout
+// reports, deadline_missing and hung_call lines — comes out of `tracer
+// replay` of the stream it recorded (--record), line for line: the merge,
+// the audit and the correlator are one pure, event-time stream.
+func TestReplayReproducesTrace(t *testing.T) {
+	requireGoTracing(t)
+	cases := []struct {
+		name   string
+		server []string
+		client []string
+		trace  []string
+		kinds  []string // kinds of line the run must print
+	}{
+		{"audit", []string{"http-server", "-addr", ":8080", "-delay", "1500ms"},
+			[]string{"client", "-proto", "http", "-target", labTarget, "-n", "3", "-concurrency", "1", "-timeout", "0", "-span", "before"},
+			[]string{"--audit", "--hang-after", "1s", "--detail", "never"}, []string{"deadline_missing", "hung_call"}},
+		{"timeouts", []string{"http-server", "-addr", ":8080", "-delay", "400ms"},
+			[]string{"client", "-proto", "http", "-target", labTarget, "-n", "4", "-concurrency", "2", "-timeout", "150ms", "-span", "before"},
+			[]string{"--detail", "auto"}, []string{"timeout"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), tc.name+".events")
+			args := append([]string{"trace", "--pid", "PID", "-o", "json", "--record", file}, tc.trace...)
+			run := runLabCmd(t, tc.server, tc.client, false, nil, args)
+			var live []string
+			kinds := map[string]int{}
+			for _, l := range run.lines {
+				var k struct{ Kind string }
+				if json.Unmarshal([]byte(l), &k) != nil || k.Kind == "detail" {
+					continue // detail switches are the live run's, not the stream's
+				}
+				kinds[k.Kind]++
+				live = append(live, l)
+			}
+			for _, k := range tc.kinds {
+				if kinds[k] == 0 {
+					t.Fatalf("the live run printed no %s line: %v\n%s", k, run.lines, run.stderr)
+				}
+			}
+			hang := "10s"
+			for i, a := range tc.trace {
+				if a == "--hang-after" {
+					hang = tc.trace[i+1]
+				}
+			}
+			out, err := exec.Command(testprog.Tracer(t), "replay", file, "-o", "json", "--hang-after", hang).Output()
+			if err != nil {
+				t.Fatalf("replay: %v", err)
+			}
+			replayed := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if strings.Join(replayed, "\n") != strings.Join(live, "\n") {
+				t.Errorf("replay differs from the live run:\nlive:\n%s\nreplay:\n%s", strings.Join(live, "\n"), out)
+			}
+		})
+	}
+}

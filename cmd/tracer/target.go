@@ -25,7 +25,7 @@ type targetFlags struct {
 }
 
 func (f *targetFlags) bind(fl *pflag.FlagSet, verb string) {
-	f.policy = adaptive.DefaultPolicy
+	f.policy = adaptive.DefaultPolicy()
 	fl.IntVar(&f.pid, "pid", 0, "process to "+verb+" (required)")
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: until interrupted or the process exits)")
 	fl.StringVar(&f.detail, "detail", "auto", "detail probes: auto, always or never")
@@ -34,7 +34,7 @@ func (f *targetFlags) bind(fl *pflag.FlagSet, verb string) {
 	fl.DurationVar(&f.policy.Quiet, "detail-quiet", f.policy.Quiet, "auto: detach detail after this long without an expiry")
 	fl.StringVar(&f.local.Mode, "local", "auto", "local causes (CPU throttling, run-queue delay, GC pauses): auto (the scheduler hooks only with the detail tier), always or never")
 	fl.StringVar(&f.local.CgroupRoot, "cgroup-root", "/sys/fs/cgroup", "where the cgroup filesystems are mounted (a node agent: the host's, e.g. /host/sys/fs/cgroup)")
-	f.storm = storm.DefaultPolicy
+	f.storm = storm.DefaultPolicy()
 	fl.Uint64Var(&f.storm.MaxHitsPerSec, "storm-max-hits", f.storm.MaxHitsPerSec, "storm guard: probe hits per second above which every probe is detached for --storm-cooldown (0: never)")
 	fl.DurationVar(&f.storm.Cooldown, "storm-cooldown", f.storm.Cooldown, "storm guard: how long probes stay detached after a storm trips the guard")
 }

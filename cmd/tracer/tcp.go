@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/export"
 )
 
@@ -84,7 +84,7 @@ func runTCP(cmd *cobra.Command, g *globalFlags, f *tcpFlags) error {
 		}
 	}
 
-	c, err := collector.StartTCP(collector.Config{PID: uint32(f.pid), Lifecycle: f.lifecycle, ActivityInterval: f.activity, Logger: log})
+	c, err := tcp.Start(tcp.Config{PID: uint32(f.pid), Lifecycle: f.lifecycle, ActivityInterval: f.activity, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -7,10 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/correlate"
+	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/pipeline"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 type traceFlags struct {
@@ -19,6 +22,7 @@ type traceFlags struct {
 	output    string
 	audit     bool
 	hangAfter time.Duration
+	record    string
 }
 
 // Detail modes of --detail.
@@ -50,6 +54,7 @@ after --detail-quiet without one. Each switch is printed.`,
 	f.export.bind(fl)
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	fl.DurationVar(&f.hangAfter, "hang-after", 10*time.Second, "with --audit: report a call without a deadline still waiting after this long (hung_call)")
+	fl.StringVar(&f.record, "record", "", "also write the merged event stream to this file, as tracer record does: tracer replay FILE prints these reports again")
 	fl.BoolVar(&f.audit, "audit", false, "attach the outbound-call probes (a trap per HTTP call) and report calls made with no deadline at all (deadline_missing)")
 	return cmd
 }
@@ -75,9 +80,19 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 		return err
 	}
 	defer ex.close()
+	var recordEvent func(event.Any) error
+	if f.record != "" {
+		rw, closeRec, err := openRecording(f.record, stderr)
+		if err != nil {
+			return err
+		}
+		defer closeRec()
+		recordEvent = rw.Write
+	}
 	reports := 0
 	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Storm: f.storm, Audit: f.audit, HangAfter: f.hangAfter, Logger: log}, ex.sink(pipeline.Sink{
-		Hung: w.WriteHung,
+		Event: recordEvent,
+		Hung:  w.WriteHung,
 		Report: func(r *correlate.Report) error {
 			reports++
 			return w.WriteReport(r)
@@ -145,7 +160,7 @@ func warnGrowth(w io.Writer, last *uint64, now uint64, format string) {
 
 // watchLosses prints a warning line whenever either ring buffer lost
 // events, until the returned stop is called (which checks once more).
-func watchLosses(stderr io.Writer, g *collector.GoProbes, t *collector.TCP) (stop func()) {
+func watchLosses(stderr io.Writer, g *goprobe.Process, t *tcp.Collector) (stop func()) {
 	var goLost, tcpLost, goMissed, tcpMissed uint64
 	check := func() {
 		if s, err := g.Stats(); err == nil {
@@ -161,12 +176,12 @@ func watchLosses(stderr io.Writer, g *collector.GoProbes, t *collector.TCP) (sto
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		tick := collector.NewTicker(time.Second)
-		defer tick.Stop()
+		tk := tick.NewTicker(time.Second)
+		defer tk.Stop()
 		for {
 			select {
-			case <-tick.C:
-				tick.Next()
+			case <-tk.C:
+				tk.Next()
 				check()
 			case <-done:
 				return

@@ -15,7 +15,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/export"
-	"github.com/timeout-tracer/tracer/lab/netlab"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
@@ -38,7 +38,7 @@ type traceRun struct {
 
 func requireGoTracing(t *testing.T) {
 	t.Helper()
-	netlab.RequireRoot(t)
+	testenv.Root(t)
 	if err := collector.Preflight(); err != nil {
 		t.Skipf("kernel tracing unavailable: %v", err)
 	}
@@ -291,7 +291,7 @@ func TestTraceBadTargets(t *testing.T) {
 		{"missing pid", []string{"trace", "--pid", fmt.Sprint(freePID(t))}, "does not exist"},
 		{"bad detail", []string{"trace", "--pid", "1", "--detail", "sometimes"}, "unknown --detail \"sometimes\": use auto, always or never"},
 	}
-	if os.Geteuid() == 0 {
+	if testenv.Privileged() {
 		cases = append(cases, struct {
 			name string
 			args []string

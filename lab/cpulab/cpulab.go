@@ -1,7 +1,7 @@
 // Package cpulab makes local CPU trouble for lab tests: a cgroup with a
 // tight CPU quota (cgroup v2 cpu.max, or v1 cpu.cfs_quota_us where the cpu
 // controller is on v1), processes moved into it, and removal afterwards.
-// It needs root; tests skip through netlab.RequireRoot.
+// It needs root; tests skip through testenv.Root.
 package cpulab
 
 import (

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/timeout-tracer/tracer/lab/testenv"
 )
 
 // netnsDir is where ip netns keeps its named namespaces.
@@ -58,15 +60,6 @@ type Pair struct {
 	shaped bool       // a tbf qdisc is installed on ServerDev
 }
 
-// RequireRoot skips the test, with the reason, unless it runs as uid 0. Namespaces,
-// veth pairs and iptables rules all need root (CAP_SYS_ADMIN and CAP_NET_ADMIN).
-func RequireRoot(t testing.TB) {
-	t.Helper()
-	if uid := os.Geteuid(); uid != 0 {
-		t.Skipf("netlab: needs root to create network namespaces (running as uid %d)", uid)
-	}
-}
-
 // NewPair creates a client and a server namespace joined by a veth pair, with addresses
 // assigned and all links up, and registers a t.Cleanup that removes both namespaces.
 // It skips the test unless it runs as root with the ip command available, and fails the
@@ -76,7 +69,7 @@ func RequireRoot(t testing.TB) {
 // Pair's subnet in the host's network namespace.
 func NewPair(t testing.TB) *Pair {
 	t.Helper()
-	RequireRoot(t)
+	testenv.Root(t)
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skipf("netlab: needs the ip command from iproute2: %v", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/timeout-tracer/tracer/lab/testenv"
 )
 
 func TestEcho(t *testing.T) {
@@ -54,7 +56,7 @@ func TestRefused(t *testing.T) {
 // TestParallelPairs creates several Pairs at once, all serving the same port, and checks
 // that their names and subnets differ, that each works and that one cannot reach another.
 func TestParallelPairs(t *testing.T) {
-	RequireRoot(t)
+	testenv.Root(t)
 	const n = 4
 	pairs := make([]*Pair, n)
 	errs := make([]error, n)
@@ -102,7 +104,7 @@ func TestParallelPairs(t *testing.T) {
 // TestCleanupRemovesEverything checks that a finished test leaves no namespace behind and
 // gives its subnet back.
 func TestCleanupRemovesEverything(t *testing.T) {
-	RequireRoot(t)
+	testenv.Root(t)
 	var p *Pair
 	t.Run("pair", func(t *testing.T) {
 		p = NewPair(t)
@@ -129,7 +131,7 @@ func TestCleanupRemovesEverything(t *testing.T) {
 // process and checks that its namespaces are gone afterwards. The modes run one after the
 // other: a Pair made meanwhile would sweep a dead child's namespaces and hide a failure.
 func TestCleanupAfterFailure(t *testing.T) {
-	RequireRoot(t)
+	testenv.Root(t)
 	for _, mode := range []string{"fatal", "panic"} {
 		t.Run(mode, func(t *testing.T) {
 			cmd := helperCmd(t, mode)
@@ -150,7 +152,7 @@ func TestCleanupAfterFailure(t *testing.T) {
 // cleanup cannot run, as when go test times out, and checks that the next Pair removes
 // what the child left.
 func TestStaleNamespacesAreRemoved(t *testing.T) {
-	RequireRoot(t)
+	testenv.Root(t)
 	cmd := helperCmd(t, "hang")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -249,7 +251,7 @@ func wantGone(t *testing.T, names ...string) {
 // take, as a crashed earlier process with the same pid would have, and checks that
 // NewPair replaces it. It must not run in parallel: it predicts the next counter value.
 func TestLeftoverNamespaceIsReplaced(t *testing.T) {
-	RequireRoot(t)
+	testenv.Root(t)
 	name := pairBase(os.Getpid(), pairCounter.Load()+1) + "c"
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Fatalf("plant %s: %v: %s", name, err, out)

@@ -16,10 +16,12 @@ type Policy struct {
 	Quiet     time.Duration // detail goes off after this long without an expiry
 }
 
-// DefaultPolicy: 3 expiries in 10 s switch detail on; 60 s of quiet switch
+// DefaultPolicy is the policy of the flags' defaults: 3 expiries in 10 s switch detail on; 60 s of quiet switch
 // it off. A timeout storm lasts minutes: its first reports come from the
 // cold tier, the rest with full detail.
-var DefaultPolicy = Policy{Threshold: 3, Window: 10 * time.Second, Quiet: 60 * time.Second}
+func DefaultPolicy() Policy {
+	return Policy{Threshold: 3, Window: 10 * time.Second, Quiet: 60 * time.Second}
+}
 
 // Validate rejects policies that cannot work.
 func (p Policy) Validate() error {

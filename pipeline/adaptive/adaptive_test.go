@@ -38,7 +38,7 @@ func TestBurstSwitchesOnQuietSwitchesOff(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	if DefaultPolicy.Validate() != nil {
+	if DefaultPolicy().Validate() != nil {
 		t.Fatal("default policy invalid")
 	}
 	if (Policy{Threshold: 0, Window: time.Second, Quiet: time.Second}).Validate() == nil {

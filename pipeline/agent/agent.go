@@ -18,9 +18,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
+	"github.com/timeout-tracer/tracer/collector/proc"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/pipeline"
+	"github.com/timeout-tracer/tracer/tick"
 	"github.com/timeout-tracer/tracer/workload"
 )
 
@@ -68,7 +70,7 @@ type Agent struct {
 	cfg   Config
 	log   *slog.Logger
 	pipe  *pipeline.Pipeline
-	procs *collector.Procs
+	procs *proc.Collector
 	self  int
 
 	cands chan candidate
@@ -135,7 +137,7 @@ func Start(cfg Config) (_ *Agent, err error) {
 	}
 	// Execs first: a process that starts during the scan is seen either
 	// way.
-	if a.procs, err = collector.StartProcs(cfg.Logger); err != nil {
+	if a.procs, err = proc.Start(cfg.Logger); err != nil {
 		return nil, fmt.Errorf("follow process execs and exits: %w", err)
 	}
 	if a.pipe, err = pipeline.StartNode(cfg.Pipeline, sink); err != nil {
@@ -176,10 +178,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.attachLoop(ctx)
 	}()
 	a.scan()
-	// On the instants of the collectors' timers (collector.NewTicker).
-	tick := collector.NewTicker(a.cfg.Rescan)
-	defer tick.Stop()
-	lostCheck := collector.NewTicker(time.Second)
+	// On the instants of the collectors' timers (tick.NewTicker).
+	tk := tick.NewTicker(a.cfg.Rescan)
+	defer tk.Stop()
+	lostCheck := tick.NewTicker(time.Second)
 	defer lostCheck.Stop()
 	events := a.procs.Events()
 	var err error
@@ -199,8 +201,8 @@ loop:
 				break loop
 			}
 			a.onProc(ev)
-		case <-tick.C:
-			tick.Next()
+		case <-tk.C:
+			tk.Next()
 			a.scan()
 		case <-lostCheck.C:
 			lostCheck.Next()
@@ -220,17 +222,17 @@ loop:
 	return err
 }
 
-func (a *Agent) onProc(ev collector.ProcEvent) {
+func (a *Agent) onProc(ev proc.Event) {
 	pid := int(ev.PID)
 	switch ev.Kind {
-	case collector.ProcExec:
+	case proc.Exec:
 		// A traced process that runs a new program is another program.
 		a.detach(pid, "exec")
 		a.mu.Lock()
 		delete(a.skipped, pid)
 		a.mu.Unlock()
 		a.enqueue(candidate{pid: pid, exec: ev.Time})
-	case collector.ProcExit:
+	case proc.Exit:
 		a.detach(pid, "exit")
 		a.mu.Lock()
 		delete(a.skipped, pid)
@@ -349,6 +351,12 @@ func (a *Agent) consider(c candidate) {
 			return
 		}
 	}
+	// The service it names itself: read once, for the admitted ones only.
+	if svc, err := workload.ReadService(a.cfg.ProcRoot, id.PID); err == nil {
+		id.Service = svc
+	} else {
+		a.log.Debug("service name not read: the executable names it", "pid", id.PID, "err", err)
+	}
 	a.mu.Lock()
 	full := len(a.traced) >= a.cfg.MaxProcesses
 	a.mu.Unlock()
@@ -357,7 +365,7 @@ func (a *Agent) consider(c candidate) {
 		return
 	}
 	if _, err := a.pipe.AddProcess(c.pid); err != nil {
-		if errors.Is(err, collector.ErrNotTraceable) {
+		if errors.Is(err, goprobe.ErrNotTraceable) {
 			// A process exiting while it is analysed fails like a program
 			// that is not Go: only a live, readable one is a verdict on
 			// its executable (else every later process of the file would

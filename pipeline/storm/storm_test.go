@@ -52,7 +52,7 @@ func TestGuardOff(t *testing.T) {
 	if (Policy{MaxHitsPerSec: 10}).Validate() == nil {
 		t.Error("a guard without a cool-down validated")
 	}
-	if DefaultPolicy.Validate() != nil {
+	if DefaultPolicy().Validate() != nil {
 		t.Error("the default policy does not validate")
 	}
 }

@@ -6,19 +6,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/timeout-tracer/tracer/deploy"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 )
 
 // requireContainerd skips unless this is root with containerd, ctr and
 // runc installed (.ci/deps installs Debian's).
 func requireContainerd(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: runs a private containerd")
-	}
+	testenv.Root(t) // runs a private containerd
 	for _, bin := range []string{"containerd", "ctr", "runc", "containerd-shim-runc-v2", "unshare"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("needs %s (apt-get install containerd runc): %v", bin, err)
@@ -102,8 +104,9 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 
 // What `make image` does, twice: the same digest and the same bytes; then
 // the archive imports under the manifest's image name with that digest,
-// and `tracer version` runs in it, found through PATH as the DaemonSet's
-// command finds it.
+// `tracer version` runs in it, found through PATH as the DaemonSet's
+// command finds it, and `tracer check` works with the manifest's
+// capabilities.
 func TestImageReproducibleImportsAndRuns(t *testing.T) {
 	requireContainerd(t)
 	if testing.Short() {
@@ -166,6 +169,50 @@ func TestImageReproducibleImportsAndRuns(t *testing.T) {
 			t.Errorf("%v in the image printed %q, want version %s and the commit", argv, out, tag)
 		}
 	}
+
+	// The static binary in the image loads and attaches BPF with exactly
+	// the manifest's capabilities (those this machine's root has), and says
+	// what it lacks without them.
+	caps, err := deploy.Capabilities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bnd, err := boundingSet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := []string{"run", "--rm", "--cap-drop", "CAP_ALL"}
+	for _, c := range caps {
+		if bit, ok := capBits[c]; ok && bnd&(1<<bit) != 0 {
+			grant = append(grant, "--cap-add", "CAP_"+c)
+		}
+	}
+	out, err = ctr(append(grant, ref, fmt.Sprintf("tt-image-%d-check", os.Getpid()), "tracer", "check")...)
+	if err != nil || !strings.Contains(out, "\ntracing works") {
+		t.Errorf("tracer check in the image with the manifest's capabilities (%v): %v\n%s", grant, err, out)
+	}
+	out, err = ctr("run", "--rm", "--cap-drop", "CAP_ALL", ref, fmt.Sprintf("tt-image-%d-nocaps", os.Getpid()), "tracer", "check")
+	if err == nil || !strings.Contains(out, "grant CAP_BPF") || strings.Contains(out, "5.8") {
+		t.Errorf("tracer check in the image without capabilities: %v\n%s", err, out)
+	}
+}
+
+// capBits are the capabilities deploy/daemonset.yaml grants.
+var capBits = map[string]uint{"BPF": 39, "PERFMON": 38, "SYS_PTRACE": 19, "SYS_RESOURCE": 24}
+
+// boundingSet is this process's capability bounding set: runc cannot
+// grant a container what it lacks (here root has no CAP_SYS_RESOURCE).
+func boundingSet() (uint64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return 0, fmt.Errorf("no CapBnd in /proc/self/status")
 }
 
 type testWriter struct{ t *testing.T }

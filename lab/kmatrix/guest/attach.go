@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 )
 
 // preflight: root and kernel BTF, what every other check needs.
@@ -19,12 +20,12 @@ func preflight() error {
 // type. It passes when every required hook is attached and, when forced,
 // every attached hook is raw_tp. It returns the running collector (nil if
 // it did not start), for the caller to use and close.
-func checkAttach(out *reporter, name string, forceRaw bool) *collector.TCP {
+func checkAttach(out *reporter, name string, forceRaw bool) *tcp.Collector {
 	mode := "auto"
 	if forceRaw {
 		mode = "raw"
 	}
-	c, err := collector.StartTCP(collector.Config{ForceRawTP: forceRaw, RateBurst: 100000, PollInterval: 20 * time.Millisecond})
+	c, err := tcp.Start(tcp.Config{ForceRawTP: forceRaw, RateBurst: 100000, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		out.check(name, err, "")
 		return nil

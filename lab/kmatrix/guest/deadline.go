@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/goprobe"
 	"github.com/timeout-tracer/tracer/event"
 )
 
@@ -55,7 +55,7 @@ func checkDeadlines(ctx context.Context, cfg config, detail bool) (string, error
 		return "", fmt.Errorf("target not ready: %q %v: %s", line, err, stderr.String())
 	}
 
-	p, err := collector.StartGo(collector.GoConfig{PID: tgt.Process.Pid, PollInterval: 20 * time.Millisecond})
+	p, err := goprobe.Start(goprobe.Config{PID: tgt.Process.Pid, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		return "", err
 	}
@@ -116,7 +116,7 @@ collect:
 	return verifyDeadlines(evs, *want, tgt.Process.Pid, detail, st, cfg)
 }
 
-func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bool, st collector.GoStats, cfg config) (string, error) {
+func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bool, st goprobe.Stats, cfg config) (string, error) {
 	at, withDetail := 0, 0
 	var budgets []string
 	for _, e := range evs {

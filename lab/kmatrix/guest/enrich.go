@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/enrich"
 	"github.com/timeout-tracer/tracer/event"
 )
 
@@ -34,7 +34,7 @@ func enrichChecks(ctx context.Context, cfg config, out *reporter) {
 			}
 			out.hook(mode, "enrich:tcp_send_loss_probe", typ, note)
 		}
-		if errors.Is(err, collector.ErrEnrichUnavailable) {
+		if errors.Is(err, enrich.ErrUnavailable) {
 			out.known(name, "not available (optional): "+err.Error())
 			continue
 		}
@@ -43,7 +43,7 @@ func enrichChecks(ctx context.Context, cfg config, out *reporter) {
 }
 
 func checkEnrich(ctx context.Context, cfg config, forceKprobe bool) (via, detail string, err error) {
-	e, err := collector.StartEnrich(collector.EnrichConfig{ForceKprobe: forceKprobe, PollInterval: 20 * time.Millisecond})
+	e, err := enrich.Start(enrich.Config{ForceKprobe: forceKprobe, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		return "", "", err
 	}

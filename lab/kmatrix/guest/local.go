@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/sched"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/gobin"
 )
@@ -52,7 +52,7 @@ func spin(n int, d time.Duration) {
 }
 
 func checkRunqueue(raw bool) (string, error) {
-	s, err := collector.StartSched(collector.SchedConfig{ForceRawTP: raw, Interval: 50 * time.Millisecond})
+	s, err := sched.Start(sched.Config{ForceRawTP: raw, Interval: 50 * time.Millisecond})
 	if err != nil {
 		return "", err
 	}
@@ -109,7 +109,7 @@ func checkGCPause() (string, error) {
 		return "", err
 	}
 	defer bin.Close()
-	s, err := collector.StartSched(collector.SchedConfig{})
+	s, err := sched.Start(sched.Config{})
 	if err != nil {
 		return "", err
 	}

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/event"
 )
 
@@ -227,7 +227,7 @@ func verifyRTOs(evs []event.TCP, owner int, dropped, lost uint64) (string, error
 		// call per port, attached alongside, missed the same firing, and
 		// no program recorded a recursion miss: the tracepoint was not
 		// reached for that retransmission. Why, we have not found (see
-		// the README, "Kernel matrix"). So the gap passes only when our
+		// docs/kmatrix.md). So the gap passes only when our
 		// side lost nothing (ring buffer reserve failures, recursion
 		// misses, undecodable samples) and the RTO at the event is the
 		// first one doubled per step of backoff; the detail names it.
@@ -252,7 +252,7 @@ func verifyRTOs(evs []event.TCP, owner int, dropped, lost uint64) (string, error
 // collectTCP gathers the events of the connections from the local
 // addresses to peer until each has wantRTO rto events, the timeout passes
 // or ctx ends.
-func collectTCP(ctx context.Context, c *collector.TCP, peer netip.AddrPort, timeout time.Duration, wantRTO int, locals ...netip.AddrPort) map[netip.AddrPort][]event.TCP {
+func collectTCP(ctx context.Context, c *tcp.Collector, peer netip.AddrPort, timeout time.Duration, wantRTO int, locals ...netip.AddrPort) map[netip.AddrPort][]event.TCP {
 	got := map[netip.AddrPort][]event.TCP{}
 	rtos := map[netip.AddrPort]int{}
 	done := func() bool {

@@ -1,0 +1,153 @@
+package goprobe
+
+import (
+	"fmt"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// extProbes are the detail probes beyond net/http and OpenTelemetry: gRPC
+// (stream -> connection, inbound metadata), dials under a deadline, and
+// goroutine ancestry. Each is optional: a binary without the piece, or
+// whose layout cannot be known, gets no such probe (logged), never a guess.
+type extProbes struct {
+	sites []site
+	grpc  godeadlineTtGoGrpcOffsets
+	dial  gocallsTtGoDialOffsets
+	// hasGRPC and hasDial say the maps must be filled for the process.
+	hasGRPC, hasDial bool
+	lateCookieErrs   uint64 // bound connections whose cookie could not be resolved late (under Process.mu)
+}
+
+// resolveExt finds the sites and layouts of the optional probes.
+func (p *Process) resolveExt() {
+	p.resolveGRPC()
+	p.resolveDial()
+	p.resolveNewproc()
+}
+
+// registerExt gives the BPF programs the process's layouts.
+func (p *Process) registerExt() error {
+	pid := uint32(p.pid)
+	if p.ext.hasGRPC {
+		if err := p.objs.GoGrpc.Put(pid, p.ext.grpc); err != nil {
+			return fmt.Errorf("register gRPC layout of process %d: %w", pid, err)
+		}
+	}
+	if p.ext.hasDial {
+		if err := p.objs.calls.GoDial.Put(pid, p.ext.dial); err != nil {
+			return fmt.Errorf("register dial layout of process %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// tcpConnChain resolves *net.TCPConn's itab as a net.Conn (runtime
+// address) and the offsets from a *net.TCPConn to its file descriptor:
+// conn.fd, then netFD.pfd + poll.FD.Sysfd.
+func (p *Process) tcpConnChain() (itab uint64, connFD, netfdSysfd uint32, err error) {
+	var fields [3]int64
+	for i, f := range [][2]string{{"net.conn", "fd"}, {"net.netFD", "pfd"}, {"internal/poll.FD", "Sysfd"}} {
+		if fields[i], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	itabs, err := p.bin.Itabs()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, it := range itabs {
+		if it.Type.Name == "*net.TCPConn" && it.Interface.Name == "net.Conn" && it.Interface.PkgPath == "net" {
+			itab = it.Addr + p.bias
+		}
+	}
+	if itab == 0 {
+		return 0, 0, 0, fmt.Errorf("no itab of *net.TCPConn as a net.Conn")
+	}
+	return itab, uint32(fields[0]), uint32(fields[1] + fields[2]), nil
+}
+
+// resolveGRPC finds the gRPC client's NewStream (request -> connection)
+// and the server's operateHeaders (inbound traceparent metadata).
+func (p *Process) resolveGRPC() {
+	g := &p.ext.grpc
+	if cl, err := p.bin.GRPCClient(); err != nil {
+		p.log.Debug("no gRPC stream binding", "err", err)
+	} else if itab, connFD, sysfd, err := p.tcpConnChain(); err != nil {
+		p.log.Info("no gRPC stream binding", "err", err)
+	} else if addr, err := p.bin.AfterPrologue(cl.NewStream); err != nil {
+		p.log.Info("no gRPC stream binding", "err", err)
+	} else {
+		g.HasClient, g.ClientConn, g.TcpconnItab, g.ConnFd, g.NetfdSysfd = 1, uint32(cl.Conn), itab, connFD, sysfd
+		p.ext.sites = append(p.ext.sites, site{"go_grpc_new_stream", p.objs.calls.GoGrpcNewStream, addr})
+	}
+	if srv, err := p.bin.GRPCServer(); err != nil {
+		p.log.Debug("no inbound traceparent from gRPC metadata", "err", err)
+	} else if key, val, err := p.valueCtxOffsets(); err != nil {
+		p.log.Info("no inbound traceparent from gRPC metadata", "err", err)
+	} else if addr, err := p.bin.AfterPrologue(srv.OperateHeaders); err != nil {
+		p.log.Info("no inbound traceparent from gRPC metadata", "err", err)
+	} else {
+		g.HasServer = 1
+		g.StreamKeyType = srv.StreamKeyType + p.bias
+		g.MetaHeaders, g.MetaFields, g.FrameStreamId = uint32(srv.MetaHeaders), uint32(srv.MetaFields), uint32(srv.FrameStreamID)
+		g.HfName, g.HfValue, g.HfSize = uint32(srv.FieldName), uint32(srv.FieldValue), uint32(srv.FieldSize)
+		g.StreamId, g.StreamSt, g.StreamEmbed = uint32(srv.StreamID), uint32(srv.StreamTransport), uint32(godeadlineTtGoNoOffsetTT_GO_NO_EMBED)
+		if srv.StreamEmbed >= 0 {
+			g.StreamEmbed = uint32(srv.StreamEmbed)
+		}
+		g.ValuectxKey, g.ValuectxVal = key, val
+		p.ext.sites = append(p.ext.sites, site{"go_grpc_headers", p.objs.traceparent.GoGrpcHeaders, addr})
+	}
+	p.ext.hasGRPC = g.HasClient != 0 || g.HasServer != 0
+}
+
+// valueCtxOffsets are context.valueCtx's key and val offsets.
+func (p *Process) valueCtxOffsets() (key, val uint32, err error) {
+	k, err := p.bin.FieldOffset("context.valueCtx", "key")
+	if err != nil {
+		return 0, 0, err
+	}
+	v, err := p.bin.FieldOffset("context.valueCtx", "val")
+	if err != nil {
+		return 0, 0, err
+	}
+	return uint32(k), uint32(v), nil
+}
+
+// deliverExt delivers the bindings of the gRPC and dial probes; handled
+// is false for other kinds, cont false when the probes are closing.
+func (p *Process) deliverExt(r *gocallsTtGoBinding) (handled, cont bool) {
+	var src string
+	switch r.Kind {
+	case uint8(gocallsTtGoBindingKindTT_BIND_GRPC_STREAM):
+		src = event.BindGRPCStream
+	case uint8(gocallsTtGoBindingKindTT_BIND_DIAL):
+		src = event.BindDial
+	default:
+		return false, true
+	}
+	if r.Kind == uint8(gocallsTtGoBindingKindTT_BIND_GRPC_STREAM) {
+		// A gRPC call: what its context allowed, for the audit
+		// (deadline_missing; a stream has no end probe, so no hung_call).
+		c := p.call(r)
+		c.Kind = "grpc"
+		select {
+		case p.node.calls <- c:
+		default:
+			p.node.mu.Lock()
+			p.node.callsDropped++ // nobody reads calls (no audit): counted, not blocking
+			p.node.mu.Unlock()
+		}
+	}
+	if r.Cookie == 0 {
+		return true, true // TLS or an unresolved descriptor: no binding, not a wrong one
+	}
+	b := event.Binding{Mono: r.TsNs, PID: r.Pid, Goid: r.Goid, Cookie: r.Cookie, Source: src}
+	select {
+	case p.node.bindings <- b:
+		return true, true
+	case <-p.node.done:
+		return true, false
+	}
+}

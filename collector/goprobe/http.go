@@ -1,0 +1,84 @@
+package goprobe
+
+import (
+	"github.com/cilium/ebpf"
+)
+
+// resolveHTTP finds where a net/http server parses request headers. Absent
+// (no net/http server in the binary, or the function was inlined away)
+// means no traceparent from headers, which is logged, not fatal.
+func (p *Process) resolveHTTP() []site {
+	var sites []site
+	for _, s := range []struct {
+		name string
+		prog *ebpf.Program
+		fn   string
+	}{
+		{"go_http_request", p.objs.traceparent.GoHttpRequest, "net/http.readRequest"},
+		{"go_http_header", p.objs.traceparent.GoHttpHeader, "net/textproto.canonicalMIMEHeaderKey"},
+	} {
+		fn, err := p.bin.Func(s.fn)
+		if err != nil {
+			p.log.Debug("no inbound traceparent from net/http", "missing", s.fn, "err", err)
+			return nil
+		}
+		addr, err := p.bin.AfterPrologue(fn)
+		if err != nil {
+			p.log.Debug("no inbound traceparent from net/http", "func", s.fn, "err", err)
+			return nil
+		}
+		sites = append(sites, site{s.name, s.prog, addr})
+	}
+	return sites
+}
+
+// resolveRoundTrip finds what binding a net/http request to its connection
+// needs: persistConn.roundTrip, the field chain persistConn.conn ->
+// *net.TCPConn -> netFD -> Sysfd, and *net.TCPConn's itab. Missing pieces
+// mean no such bindings (logged), never a wrong one.
+func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
+	fn, err := p.bin.Func("net/http.(*persistConn).roundTrip")
+	if err != nil {
+		return // no net/http client in this program
+	}
+	addr, err := p.bin.AfterPrologue(fn)
+	if err != nil {
+		p.log.Info("no net/http call probes", "err", err)
+		return
+	}
+	rc, err := p.bin.FieldOffset("net/http.Request", "ctx")
+	if err != nil {
+		p.log.Info("no net/http call probes", "err", err)
+		return
+	}
+	offs.RequestCtx = uint32(rc)
+	p.tripSites = append(p.tripSites, site{"go_http_roundtrip", p.objs.calls.GoHttpRoundtrip, addr})
+	if rets, err := p.bin.Returns(fn); err == nil {
+		for _, a := range rets {
+			p.tripSites = append(p.tripSites, site{"go_http_roundtrip_ret", p.objs.calls.GoHttpRoundtripRet, a})
+		}
+	}
+
+	// The connection behind the call: optional (without it, calls are
+	// still audited but not bound to their socket).
+	var fields [4]int64
+	for i, f := range [][2]string{{"net/http.persistConn", "conn"}, {"net.conn", "fd"}, {"net.netFD", "pfd"}, {"internal/poll.FD", "Sysfd"}} {
+		if fields[i], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
+			p.log.Info("no request-to-connection binding", "err", err)
+			return
+		}
+	}
+	itabs, err := p.bin.Itabs()
+	if err != nil {
+		p.log.Info("no request-to-connection binding", "err", err)
+		return
+	}
+	for _, it := range itabs {
+		if it.Type.Name == "*net.TCPConn" && it.Interface.Name == "net.Conn" && it.Interface.PkgPath == "net" {
+			offs.TcpconnItab = it.Addr + p.bias
+		}
+	}
+	offs.PersistconnConn = uint32(fields[0])
+	offs.ConnFd = uint32(fields[1])
+	offs.NetfdSysfd = uint32(fields[2] + fields[3])
+}

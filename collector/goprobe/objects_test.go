@@ -1,0 +1,49 @@
+package goprobe
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/cilium/ebpf"
+)
+
+// The three objects share their common maps: one kernel map each, not a
+// copy per object (a copy would leave, say, the call probes reading a
+// go_procs nobody fills, and binding nothing).
+func TestObjectsShareTheirMaps(t *testing.T) {
+	requireTracing(t)
+	n, err := NewNode(NodeConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ids := func(maps any) map[string]ebpf.MapID {
+		out := map[string]ebpf.MapID{}
+		v := reflect.ValueOf(maps).Elem()
+		for i := range v.NumField() {
+			m := v.Field(i).Interface().(*ebpf.Map)
+			info, err := m.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, _ := info.ID()
+			out[v.Type().Field(i).Tag.Get("ebpf")] = id
+		}
+		return out
+	}
+	made := ids(&n.objs.godeadlineMaps)
+	shared := 0
+	for obj, maps := range map[string]any{"gocalls": &n.objs.calls.gocallsMaps, "gotraceparent": &n.objs.traceparent.gotraceparentMaps} {
+		for name, id := range ids(maps) {
+			if want, ok := made[name]; ok {
+				shared++
+				if id != want {
+					t.Errorf("%s's %s is map %d, godeadline's is %d: not shared", obj, name, id, want)
+				}
+			}
+		}
+	}
+	if shared < 8 {
+		t.Errorf("only %d shared maps checked", shared)
+	}
+}
