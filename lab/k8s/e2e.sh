@@ -62,4 +62,4 @@ trap teardown EXIT
 trap 'rc=130; exit' INT TERM
 lab/k8s/cluster.sh up "$dir" || { rc=$?; exit; }
 say "cluster up in $((SECONDS - t2)) s"
-TT_E2E_K8S_DIR=$dir go test -count=1 -v -timeout 20m -run '^TestKubernetesE2E$' ./lab/k8s/ || rc=$?
+TT_LAB=1 TT_E2E_K8S_DIR=$dir go test -count=1 -v -timeout 20m -run '^TestKubernetesE2E$' ./lab/k8s/ || rc=$?

@@ -26,6 +26,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/deploy"
 	"github.com/timeout-tracer/tracer/export"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 )
 
 // Fixed by cluster.sh and e2e.sh.
@@ -48,6 +49,7 @@ func TestKubernetesE2E(t *testing.T) {
 	if dir == "" {
 		t.Skip("needs a running cluster: make e2e-k8s (lab/k8s/e2e.sh) brings one up and sets TT_E2E_K8S_DIR")
 	}
+	testenv.Root(t)
 	c := newCluster(t, dir)
 
 	bpffsBefore := listDir(t, "/sys/fs/bpf")
