@@ -16,7 +16,8 @@
 # in a real cluster") and ../shared K8S.md explain each setting.
 #
 # Environment: TT_K8S_BIN (the binaries, from build-bins.sh; required for
-# up), TT_JAEGER (a jaeger binary: started on the node address if set).
+# up, remembered in DIR for exec and down), TT_JAEGER (a jaeger binary:
+# started on the node address if set).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -363,6 +364,7 @@ up() {
 	local id
 	id="tt-k8s-$(basename "$d" | tr -cd 'a-zA-Z0-9' | tail -c 12)"
 	write_config "$d" "$id"
+	echo "$TT_K8S_BIN" >"$d/k8s-bin"
 	# Host state before, for the leftover check.
 	record_host "$d/host-before"
 	log "starting $version in $d (cgroup root /$id)"
@@ -394,9 +396,10 @@ up() {
 run_in() {
 	local d=$1
 	shift
-	local anchor
+	local anchor bin
 	anchor=$(cat "$d/anchor.pid")
-	nsenter -t "$anchor" -m -n -- env PATH="$TT_K8S_BIN:$PATH" KUBECONFIG="$d/admin.kubeconfig" \
+	bin=${TT_K8S_BIN:-$(cat "$d/k8s-bin")}
+	nsenter -t "$anchor" -m -n -- env PATH="$bin:$PATH" KUBECONFIG="$d/admin.kubeconfig" \
 		CONTAINERD_ADDRESS=/run/containerd/containerd.sock CONTAINERD_NAMESPACE=k8s.io "$@"
 }
 

@@ -75,7 +75,7 @@ func TestKubernetesE2E(t *testing.T) {
 	// may take it a while).
 	c.kubectlStdin(clientYAML("client-slow", serverIP, "-n", "1000000", "-concurrency", "2", "-timeout", "100ms"), "apply", "-f", "-")
 	c.waitTraced(t, "client-slow")
-	slow := c.waitReports(t, "client-slow", 20, 60*time.Second, func([]export.TimeoutJSON) bool { return true })
+	slow := c.waitReports(t, "client-slow", 20, 60*time.Second)
 	c.kubectl("-n", workNS, "delete", "pod", "client-slow", "--wait=true", "--timeout=60s")
 	t.Run("slow_peer", func(t *testing.T) {
 		classes := countClasses(slow)
@@ -103,7 +103,7 @@ func TestKubernetesE2E(t *testing.T) {
 	c.blackhole(serverPID, 8080)
 	// Each of the 4 connections times out on RTOs (the first wave, 1.5 s
 	// after the blackhole), then every new connection on its SYNs.
-	rto := c.waitReports(t, "client-rto", 12, 40*time.Second, func(rs []export.TimeoutJSON) bool { return true })
+	rto := c.waitReports(t, "client-rto", 12, 40*time.Second)
 	c.kubectl("-n", workNS, "delete", "pod", "client-rto", "--wait=false")
 	t.Run("rto", func(t *testing.T) {
 		classes := countClasses(rto)
@@ -505,25 +505,21 @@ func (c *cluster) reports(pod string) []export.TimeoutJSON {
 	return out
 }
 
-// waitReports waits until done says the reports of pod are complete, at
-// least atLeast, and returns them.
-func (c *cluster) waitReports(t *testing.T, pod string, atLeast int, d time.Duration, done func([]export.TimeoutJSON) bool) []export.TimeoutJSON {
+// waitReports waits for at least n reports naming pod, and returns them.
+func (c *cluster) waitReports(t *testing.T, pod string, n int, d time.Duration) []export.TimeoutJSON {
 	t.Helper()
-	var rs []export.TimeoutJSON
-	deadline := time.Now().Add(d)
-	for {
-		rs = c.reports(pod)
-		if done(rs) && len(rs) >= atLeast {
+	for deadline := time.Now().Add(d); ; time.Sleep(time.Second) {
+		rs := c.reports(pod)
+		if len(rs) >= n {
 			// Reports of the last timeouts may follow by a moment.
 			time.Sleep(2 * time.Second)
 			return c.reports(pod)
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("%s: after %s, %d reports naming pod %s/%s (classes %v); the pod's phase is %s",
-				pod, d, len(rs), workNS, pod, countClasses(rs), phase(c, pod))
+			t.Errorf("%s: after %s, %d reports naming pod %s/%s, want %d (classes %v); the pod's phase is %s",
+				pod, d, len(rs), workNS, pod, n, countClasses(rs), phase(c, pod))
 			return rs
 		}
-		time.Sleep(time.Second)
 	}
 }
 
