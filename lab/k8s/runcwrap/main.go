@@ -40,9 +40,13 @@ var capNames = []string{
 func main() {
 	args := os.Args[1:]
 	if cmd, bundle := command(args); (cmd == "create" || cmd == "run") && bundle != "" {
-		if err := filterCaps(filepath.Join(bundle, "config.json")); err != nil {
+		msg, err := filterCaps(filepath.Join(bundle, "config.json"))
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "runcwrap: %v\n", err)
 			os.Exit(1)
+		}
+		if msg != "" {
+			logLine(msg)
 		}
 	}
 	err := syscall.Exec(runc, append([]string{"runc"}, args...), os.Environ())
@@ -89,10 +93,13 @@ func bounding() (uint64, error) {
 	return 0, fmt.Errorf("no CapBnd in /proc/self/status")
 }
 
-func filterCaps(path string) error {
+// filterCaps rewrites the bundle's config.json without the capabilities
+// outside this process's bounding set; it returns what it dropped, as a
+// log line, or "".
+func filterCaps(path string) (string, error) {
 	bnd, err := bounding()
 	if err != nil {
-		return err
+		return "", err
 	}
 	have := func(c string) bool {
 		i := slices.Index(capNames, c)
@@ -100,11 +107,11 @@ func filterCaps(path string) error {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var spec map[string]any
 	if err := json.Unmarshal(b, &spec); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	proc, _ := spec["process"].(map[string]any)
 	caps, _ := proc["capabilities"].(map[string]any)
@@ -122,7 +129,7 @@ func filterCaps(path string) error {
 		caps[set] = kept
 	}
 	if len(dropped) == 0 {
-		return nil
+		return "", nil
 	}
 	names := make([]string, 0, len(dropped))
 	for c := range dropped {
@@ -131,13 +138,17 @@ func filterCaps(path string) error {
 	slices.Sort(names)
 	out, err := json.Marshal(spec)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := os.WriteFile(path, out, 0o644); err != nil {
-		return err
+		return "", err
 	}
-	msg := fmt.Sprintf("%s runcwrap: %s: dropped %s (not in this node's bounding set %016x)\n",
-		time.Now().UTC().Format(time.RFC3339), filepath.Dir(path), strings.Join(names, ","), bnd)
+	return fmt.Sprintf("%s runcwrap: %s: dropped %s (not in this node's bounding set %016x)\n",
+		time.Now().UTC().Format(time.RFC3339), filepath.Dir(path), strings.Join(names, ","), bnd), nil
+}
+
+// logLine writes to stderr and to runcwrap.log next to this binary.
+func logLine(msg string) {
 	fmt.Fprint(os.Stderr, msg)
 	if exe, err := os.Executable(); err == nil {
 		if f, err := os.OpenFile(filepath.Join(filepath.Dir(exe), "runcwrap.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
@@ -145,5 +156,4 @@ func filterCaps(path string) error {
 			f.Close()
 		}
 	}
-	return nil
 }

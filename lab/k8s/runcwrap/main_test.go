@@ -48,8 +48,12 @@ func TestFilterCaps(t *testing.T) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := filterCaps(p); err != nil {
+	msg, err := filterCaps(p)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if (msg != "") != (len(lack) > 0) {
+		t.Errorf("log line %q with %d capabilities to drop", msg, len(lack))
 	}
 	b, _ = os.ReadFile(p)
 	var got struct {
