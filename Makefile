@@ -16,7 +16,7 @@ TESTFLAGS ?= -count=1 -timeout 45m -p 1
 deps: ## install build and test dependencies (Debian, as root)
 	.ci/deps
 
-.PHONY: help deps build build-arm64 image image-ref generate generate-check lint unit test test-unprivileged bench fuzz accuracy kmatrix clean
+.PHONY: help deps build build-arm64 image image-ref generate generate-check lint unit test test-unprivileged bench fuzz accuracy kmatrix e2e-k8s clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -101,6 +101,9 @@ accuracy: build ## the accuracy matrix of the correlator in the fault lab (root)
 
 kmatrix: ## boot Debian's kernels (6.1, 6.12; amd64, arm64) under qemu + the host: check × kernel table (root)
 	$(GO) run ./lab/kmatrix $(KMATRIXFLAGS)
+
+e2e-k8s: ## the node agent in a real one-node Kubernetes cluster, offline (root): builds k8s once, ~2 min warm
+	lab/k8s/e2e.sh
 
 fuzz: ## run each fuzzer for FUZZTIME (default 60s)
 	FUZZTIME=$${FUZZTIME:-60s} .ci/fuzz
