@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -52,6 +53,9 @@ type Stats struct {
 // once per pause (TraceGC). Both come out of Events as event.Local. Close it
 // once.
 type Collector struct {
+	// pollAt is when the run-queue poll under way started, 0 when none is.
+	pollAt atomic.Uint64
+
 	cfg    Config
 	log    *slog.Logger
 	maps   schedMaps
@@ -376,11 +380,16 @@ func (s *Collector) poll() {
 		case <-tk.C:
 			tk.Next()
 		}
+		// While a poll is under way its events (stamped at its start) are
+		// not all sent: Progress stays before them.
+		s.pollAt.Store(tick.Mono())
 		for _, ev := range s.readSums() {
 			if !s.send(ev) {
+				s.pollAt.Store(0)
 				return
 			}
 		}
+		s.pollAt.Store(0)
 	}
 }
 
@@ -484,8 +493,16 @@ func (s *Collector) Close() error {
 }
 
 // Progress is the monotonic time before which every run-queue and GC event
-// has been sent on Events (the merge's watermark for this source).
-func (s *Collector) Progress() uint64 { return s.reader.Progress() }
+// has been sent on Events (the merge's watermark for this source): the GC
+// ring's progress, held back to the start of a run-queue poll under way
+// (an idle poller's next events are stamped after now).
+func (s *Collector) Progress() uint64 {
+	p := s.reader.Progress()
+	if t := s.pollAt.Load(); t != 0 && t < p {
+		p = t
+	}
+	return p
+}
 
 // Kick makes the reader look at its ring now instead of at its next poll.
 func (s *Collector) Kick() { s.reader.Kick() }
