@@ -150,10 +150,10 @@ const (
 // events reach the merge through a forwarding goroutine.
 const localSlack = 20 * time.Millisecond
 
-// reorder is what a source without its own progress is assumed to lag:
-// the ring buffers are read on their own schedules (each polls within
-// 100 ms).
-const reorder = 250 * time.Millisecond
+// finishWait bounds how long the end of a run waits for every source to
+// pass the moment it ended (they are kicked: each answers within a few
+// milliseconds unless starved of CPU).
+const finishWait = 500 * time.Millisecond
 
 // Start attaches everything for process cfg.PID. On error nothing is left
 // attached.
@@ -238,15 +238,8 @@ func (p *Pipeline) corrStart() (err error) {
 	}
 	p.stream, err = correlate.NewStream(cfg, sinkOutput{&p.sink})
 	p.merge = correlate.NewMerge(nSources)
-	for i := range p.progress {
-		p.progress[i] = lagging
-	}
 	return err
 }
-
-// lagging is the progress of a source that does not say its own: the
-// wall clock less reorder.
-func lagging() uint64 { return monoNow() - uint64(reorder) }
 
 // wireSources takes each source's progress (and its kick) from the
 // collector that feeds it.
@@ -683,11 +676,12 @@ func (p *Pipeline) release(in *inputs) error {
 }
 
 // finish takes what the ring buffers still hold (until every source has
-// passed the moment Run ended, at most 2×reorder), then releases
+// passed the moment Run ended, at most finishWait), then releases
 // everything, marks the end of the stream and flushes the correlator.
 func (p *Pipeline) finish(in *inputs) error {
 	end := monoNow()
-	deadline := time.After(2 * reorder)
+	p.kickAll()
+	deadline := time.After(finishWait)
 	poll := time.NewTicker(10 * time.Millisecond)
 	defer poll.Stop()
 wait:
@@ -704,6 +698,7 @@ wait:
 			if done {
 				break wait
 			}
+			p.kickAll() // a drain says only that it is past its start less the slack
 		}
 	}
 	p.drain(in)
