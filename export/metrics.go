@@ -3,6 +3,7 @@ package export
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,8 +32,11 @@ type MetricsConfig struct {
 	// to 60999): a port in it is never a label unless the socket's side
 	// is known (see peerLabel).
 	EphemeralPorts [2]uint16
-	// Processes resolves service names; nil makes one on /proc.
+	// Processes resolves service names; nil makes an empty registry.
 	Processes *Processes
+	// Version is the tracer's version, the build_info metric's label
+	// ("dev" when empty).
+	Version string
 }
 
 // Metrics are the tracer's Prometheus metrics, on a registry of their own
@@ -178,6 +182,14 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 			[]string{"label"}),
 	}
 	m.sources = newSourceCollector()
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info",
+		Help: "Always 1: the tracer's version and the Go release that built it, as labels (join it on instance to tell versions apart during a rollout)."},
+		[]string{"version", "goversion"})
+	buildInfo.WithLabelValues(cfg.Version, runtime.Version()).Set(1)
+	m.reg.MustRegister(buildInfo)
 	m.reg.MustRegister(m.endings, m.budget, m.remaining, m.missing, m.hung, m.localLost, m.retransmits, m.connectFailures, m.resets, m.suppressed, m.attached,
 		m.skipped, m.attach, m.overflow, m.sources,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

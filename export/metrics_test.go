@@ -2,9 +2,11 @@ package export
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,4 +179,16 @@ func scrape(t *testing.T, m *Metrics) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// build_info carries the version given and the Go release, at 1.
+func TestMetricsBuildInfo(t *testing.T) {
+	m := NewMetrics(MetricsConfig{Version: "0.1.0 (commit abc)"})
+	want := fmt.Sprintf("timeout_tracer_build_info{goversion=%q,version=%q} 1\n", runtime.Version(), "0.1.0 (commit abc)")
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader("# HELP timeout_tracer_build_info Always 1: the tracer's version and the Go release that built it, as labels (join it on instance to tell versions apart during a rollout).\n# TYPE timeout_tracer_build_info gauge\n"+want), "timeout_tracer_build_info"); err != nil {
+		t.Error(err)
+	}
+	if err := testutil.GatherAndCompare(NewMetrics(MetricsConfig{}).Registry(), strings.NewReader("# HELP timeout_tracer_build_info Always 1: the tracer's version and the Go release that built it, as labels (join it on instance to tell versions apart during a rollout).\n# TYPE timeout_tracer_build_info gauge\n"+fmt.Sprintf("timeout_tracer_build_info{goversion=%q,version=\"dev\"} 1\n", runtime.Version())), "timeout_tracer_build_info"); err != nil {
+		t.Error(err)
+	}
 }

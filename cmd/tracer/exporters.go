@@ -78,7 +78,7 @@ func startExporters(ctx context.Context, f *exportFlags, log *slog.Logger, stder
 		}
 	}()
 	if f.metricsAddr != "" {
-		e.metrics = export.NewMetrics(export.MetricsConfig{Processes: e.procs, EphemeralPorts: localPortRange()})
+		e.metrics = export.NewMetrics(export.MetricsConfig{Processes: e.procs, EphemeralPorts: localPortRange(), Version: version})
 		ln, err := net.Listen("tcp", f.metricsAddr)
 		if err != nil {
 			return nil, fmt.Errorf("listen on --metrics-addr: %w", err)
