@@ -18,6 +18,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/correlate"
+	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/pipeline"
 	"github.com/timeout-tracer/tracer/pipeline/adaptive"
@@ -29,6 +30,8 @@ import (
 
 type daemonFlags struct {
 	export           exportFlags
+	audit            bool
+	hangAfter        time.Duration
 	config           string
 	logFormat        string
 	output           string
@@ -107,6 +110,8 @@ Every flag can also come from --config, a YAML file of flag names and values
 	fl.DurationVar(&f.storm.Cooldown, "storm-cooldown", f.storm.Cooldown, "storm guard: how long probes stay detached after a storm trips the guard")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, detach and flush within this long, then exit anyway")
 	fl.DurationVar(&f.rescan, "rescan", 30*time.Second, "scan /proc again this often (processes whose exec event was lost)")
+	fl.BoolVar(&f.audit, "audit", false, "attach the outbound-call probes to every traced process (a trap per HTTP call and gRPC stream) and report calls made with no deadline at all (deadline_missing) and calls without one still waiting after --hang-after (hung_call)")
+	fl.DurationVar(&f.hangAfter, "hang-after", 10*time.Second, "with --audit: report a call without a deadline still waiting after this long (hung_call)")
 	return cmd
 }
 
@@ -274,6 +279,26 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 			return nil
 		},
 	})
+	if f.audit {
+		// The lines go where the reports go; with -o none they are still
+		// counted in the metrics.
+		metricsHung := sink.Hung // set by the exporters when metrics are on
+		sink.Missing = func(*event.Call, string) error { return nil }
+		if w != nil {
+			sink.Missing = w.WriteMissing
+		}
+		sink.Hung = func(c *event.Call, peer string, waiting time.Duration, conn *event.TCP) error {
+			if metricsHung != nil {
+				if err := metricsHung(c, peer, waiting, conn); err != nil {
+					return err
+				}
+			}
+			if w != nil {
+				return w.WriteHung(c, peer, waiting, conn)
+			}
+			return nil
+		}
+	}
 	if w != nil {
 		next := sink.Report
 		sink.Report = func(r *correlate.Report) error {
@@ -295,7 +320,7 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 	}
 	defer pods.Close()
 	cfg := agent.Config{
-		Pipeline: pipeline.Config{Detail: f.detail, Policy: f.policy, Logger: log,
+		Pipeline: pipeline.Config{Detail: f.detail, Policy: f.policy, Logger: log, Audit: f.audit, HangAfter: f.hangAfter,
 			Local: pipeline.LocalConfig{Mode: f.local, CgroupRoot: f.cgroupRoot}, Storm: f.storm},
 		Sink:     sink,
 		Admit:    filter.Match,

@@ -35,6 +35,7 @@ type daemonRun struct {
 	mu      sync.Mutex
 	logs    []map[string]any
 	reports []export.TimeoutJSON
+	other   []string // stdout lines of other kinds (deadline_missing, hung_call)
 	changed chan struct{}
 	done    chan struct{}
 	stderr  strings.Builder
@@ -63,7 +64,14 @@ func startDaemon(t *testing.T, wrap []string, args ...string) *daemonRun {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			var r export.TimeoutJSON
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil || r.Kind != "timeout" {
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				continue
+			}
+			if r.Kind != "timeout" {
+				d.mu.Lock()
+				d.other = append(d.other, sc.Text())
+				d.mu.Unlock()
+				d.poke()
 				continue
 			}
 			d.mu.Lock()
@@ -868,5 +876,68 @@ func TestDaemonContextStorm(t *testing.T) {
 	_, metrics := httpGet(t, "http://"+d.addr()+"/metrics")
 	if v := metricValue(metrics, "timeout_tracer_storm_guard_trips_total"); v == "" || v == "0" {
 		t.Errorf("storm guard trips not in /metrics (%q)", v)
+	}
+}
+
+// TestDaemonAudit: with --audit the node agent attaches the call probes to
+// the processes it traces and says, like tracer trace --audit, each HTTP
+// call made with no deadline (deadline_missing, with its target) and each
+// one still waiting after --hang-after (hung_call), and counts them in
+// /metrics.
+func TestDaemonAudit(t *testing.T) {
+	requireGoTracing(t)
+	lab := testprog.Path(t, "labapp")
+	srv := exec.Command(lab, "http-server", "-addr", "127.0.0.1:0", "-delay", "1500ms")
+	sout, _ := srv.StdoutPipe()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	sbr := bufio.NewReader(sout)
+	line, err := sbr.ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) < 3 || f[0] != "ready" {
+		t.Fatalf("server not ready: %q %v", line, err)
+	}
+	go io.Copy(io.Discard, sbr)
+	addr := f[2]
+
+	prog, name := uniqueCopy(t, "labapp", "ttaudit")
+	d := startDaemon(t, nil, "--include-exe", name, "--audit", "--hang-after", "500ms", "--detail", "never")
+	d.waitFor("node agent ready", func() bool { return d.logged("node agent ready", 0) })
+	cl := startProg(t, prog, "", "client", "-proto", "http", "-target", addr, "-n", "2", "-concurrency", "1",
+		"-timeout", "0", "-span", "before", "-wait")
+	d.waitFor("the client traced", func() bool { return d.logged("tracing process", cl.pid()) })
+	cl.run()
+	kinds := func() (missing, hung int) {
+		for _, l := range d.other {
+			var m export.HungJSON
+			if json.Unmarshal([]byte(l), &m) != nil || int(m.PID) != cl.pid() {
+				continue
+			}
+			switch m.Kind {
+			case "deadline_missing":
+				if strings.HasSuffix(m.Target, addr[strings.LastIndex(addr, ":"):]) {
+					missing++
+				}
+			case "hung_call":
+				hung++
+			}
+		}
+		return
+	}
+	d.waitFor("two deadline_missing and two hung_call lines", func() bool { m, h := kinds(); return m >= 2 && h >= 2 })
+	if err := cl.cmd.Wait(); err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	_, metrics := httpGet(t, "http://"+d.addr()+"/metrics")
+	var counted bool
+	for _, l := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(l, "timeout_tracer_calls_without_deadline_total{") && !strings.HasSuffix(l, " 0") {
+			counted = true
+		}
+	}
+	if !counted {
+		t.Errorf("no calls_without_deadline_total in /metrics:\n%s", metrics)
 	}
 }
