@@ -9,6 +9,7 @@ import (
 	"github.com/timeout-tracer/tracer/collector/sched"
 	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/sample"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 // LocalConfig says which local-cause sources to attach: the time the
@@ -122,7 +123,7 @@ func (p *Pipeline) trackLocal(g *goprobe.Process) {
 	// Pauses are events: a zero-length one in the stream says the probes
 	// watch from now (recordings carry it, so a replay says 0, not null,
 	// for a context without a pause).
-	mono := monoNow() // the probes watch from now: they are attached
+	mono := tick.Mono() // the probes watch from now: they are attached
 	select {
 	case l.ch <- event.Local{Start: mono, Mono: mono, PID: pid, Kind: event.LocalGCPause}:
 	case <-l.done:

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/collector/goprobe"
 	"github.com/timeout-tracer/tracer/collector/tcp"
@@ -248,7 +246,7 @@ func (p *Pipeline) wireSources() {
 	p.progress[srcDeadlines], p.kick[srcDeadlines] = p.goN.Progress, p.goN.Kick
 	p.progress[srcBindings], p.kick[srcBindings] = p.goN.BindingsProgress, p.goN.Kick
 	p.progress[srcCalls], p.kick[srcCalls] = p.goN.BindingsProgress, p.goN.Kick
-	p.progress[srcLocal] = func() uint64 { return monoNow() - uint64(localSlack) }
+	p.progress[srcLocal] = func() uint64 { return tick.Mono() - uint64(localSlack) }
 	if s := p.local.sched; s != nil {
 		p.progress[srcSched], p.kick[srcSched] = s.Progress, s.Kick
 	} else {
@@ -341,7 +339,7 @@ func (p *Pipeline) watchAdded() {
 	added := p.added
 	p.added = nil
 	p.mu.Unlock()
-	now := monoNow()
+	now := tick.Mono()
 	for _, pid := range added {
 		p.stream.Correlator().WatchActivity(pid, now)
 	}
@@ -437,7 +435,7 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			return false
 		}
 		at := t + uint64(collector.Slack+2*time.Millisecond)
-		now := monoNow()
+		now := tick.Mono()
 		if at != dueAt {
 			dueAt = at
 			wait := time.Duration(0)
@@ -607,7 +605,7 @@ const kickLag = 30 * time.Millisecond
 // kickLagging asks the sources that lag to say their progress now, and
 // reports whether it asked any.
 func (p *Pipeline) kickLagging() bool {
-	now, kicked := monoNow(), false
+	now, kicked := tick.Mono(), false
 	for i, k := range p.kick {
 		if k != nil && p.progress[i]()+uint64(kickLag) < now {
 			k()
@@ -679,7 +677,7 @@ func (p *Pipeline) release(in *inputs) error {
 // passed the moment Run ended, at most finishWait), then releases
 // everything, marks the end of the stream and flushes the correlator.
 func (p *Pipeline) finish(in *inputs) error {
-	end := monoNow()
+	end := tick.Mono()
 	p.kickAll()
 	deadline := time.After(finishWait)
 	poll := time.NewTicker(10 * time.Millisecond)
@@ -770,10 +768,4 @@ func (p *Pipeline) Close() error {
 		errs = append(errs, p.goN.Close())
 	}
 	return errors.Join(errs...)
-}
-
-func monoNow() uint64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
 }

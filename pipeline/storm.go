@@ -6,6 +6,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/gobin"
 	"github.com/timeout-tracer/tracer/pipeline/storm"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 // guardTick runs the storm guard four times a second: it detaches every probe
@@ -154,7 +155,7 @@ func (p *Pipeline) nodeGuardTick(now time.Time) error {
 				eg.g.Retrip(now)
 				continue
 			}
-			eg.since = monoNow()
+			eg.since = tick.Mono()
 			for _, ps := range procs {
 				pid := uint32(ps.probes.PID())
 				p.log.Info("storm guard: probes reattached", "pid", pid, "reason", reason)
