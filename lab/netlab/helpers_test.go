@@ -107,19 +107,44 @@ func totalRetrans(t *testing.T, c net.Conn) uint32 {
 	return info.Total_retrans
 }
 
-// freePort returns a port nothing listens on in the server namespace, found by listening
-// and closing.
+// freePort returns a port nothing listens on in the server namespace: a socket bound to it
+// that never listens, held until the test ends, so the port cannot be taken meanwhile and a
+// SYN to it is answered with a reset.
+//
+// Listening and closing, as this did before, raced with fork: a parallel test's exec of ip
+// copies the fd table, and until the child's exec closes its copy (CLOEXEC), the "closed"
+// listener is still open in the child and answers SYNs — a dial that should be refused
+// succeeded, or was reset, about once in 30 runs.
 func freePort(t *testing.T, p *Pair, network string) uint16 {
 	t.Helper()
-	l, err := p.Listen(network, netip.AddrPortFrom(serverAddr(p, network), 0).String())
+	addr := serverAddr(p, network)
+	family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Addr: addr.As16()})
+	if addr.Is4() {
+		family, sa = unix.AF_INET, &unix.SockaddrInet4{Addr: addr.As4()}
+	}
+	var fd int
+	if err := p.InServer(func() error {
+		var err error
+		if fd, err = unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			return err
+		}
+		return unix.Bind(fd, sa)
+	}); err != nil {
+		t.Fatalf("bind a port in %s: %v", p.ServerNS, err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	bound, err := unix.Getsockname(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := netip.MustParseAddrPort(l.Addr().String()).Port()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
+	switch sa := bound.(type) {
+	case *unix.SockaddrInet4:
+		return uint16(sa.Port)
+	case *unix.SockaddrInet6:
+		return uint16(sa.Port)
 	}
-	return port
+	t.Fatalf("bound to %T", bound)
+	return 0
 }
 
 // wantErrno fails the test unless err wraps errno.
