@@ -132,5 +132,11 @@ func (c Config) withDefaults() (Config, error) {
 	case !(c.LocalShare > 0 && c.LocalShare <= 1): // also NaN
 		return c, fmt.Errorf("correlator config: LocalShare %v is not in (0, 1]", c.LocalShare)
 	}
+	switch {
+	case c.LocalOverPeer == 0:
+		c.LocalOverPeer = def.LocalOverPeer
+	case !(c.LocalOverPeer > 0 && c.LocalOverPeer <= 1):
+		return c, fmt.Errorf("correlator config: LocalOverPeer %v is not in (0, 1]", c.LocalOverPeer)
+	}
 	return c, nil
 }

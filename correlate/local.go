@@ -31,7 +31,10 @@ import (
 //     within a few round trips, and a peer that looks slow, or a wait that
 //     looks local, is just as well explained by a process that could not
 //     run for a third of its life. The network verdict is kept in the
-//     note and the connections stay listed.
+//     note and the connections stay listed. slow_peer asks more: the
+//     local figure must reach LocalOverPeer (half) of the life, or the
+//     context's timer must have fired late by that much (a runtime that
+//     cannot run its timer cannot read an answer either).
 //  3. Otherwise the network verdict stands.
 //
 // Figures: throttled time is the growth of the cgroup's throttled_usec
@@ -207,9 +210,21 @@ func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
 		// the expiry unless the process lost most of the life itself (a
 		// starved client looks like a silent peer when it cannot read the
 		// answer in time).
-		if share < c.cfg.LocalOverPeer {
+		//
+		// Or unless the timer itself fired late by more than that share of
+		// the life: the runtime could not run the timer, so it could not
+		// have read an answer either, and the peer's silence after the
+		// budget is the process's own. (A starved client's run-queue figure,
+		// a mean over its threads, can stay under half the life while its
+		// timers fire at several times their budget: seen with a client at
+		// nice 15 beside two CPU hogs, 30 ms budgets firing after 230 ms.)
+		late, ok := timerLate(d)
+		if share < c.cfg.LocalOverPeer && !(ok && float64(late) >= c.cfg.LocalOverPeer*float64(life)) {
 			cause.Note = joinNote(cause.Note, fmt.Sprintf("%s as well; the class stays slow_peer: the process lost less than %.0f %% of the life", what, c.cfg.LocalOverPeer*100))
 			return
+		}
+		if share < c.cfg.LocalOverPeer {
+			what += fmt.Sprintf("; its timer fired %s after the %s budget ran out", fmtDur(late), fmtDur(life-late))
 		}
 	}
 	prev := cause.Class
@@ -220,6 +235,16 @@ func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
 	was := fmt.Sprintf("without the local figures the verdict was %s (%s)", prev, cause.Summary)
 	cause.Summary = what
 	cause.Note = joinNote(cause.Note, was)
+}
+
+// timerLate is how long after its deadline d's timer fired, when the
+// creation was seen (the life then runs from creation to the firing).
+func timerLate(d *event.Deadline) (uint64, bool) {
+	b, ok := d.Budget()
+	if !ok || b < 0 || d.CreatedMono == 0 || d.CreatedMono > d.Mono {
+		return 0, false
+	}
+	return subSat(d.Mono-d.CreatedMono, uint64(b)), true
 }
 
 func localWhat(k int, lost uint64, share float64, life uint64, approx bool) string {

@@ -37,7 +37,8 @@ var goldenCases = map[string]goldenCase{
 	"ambiguous":       {ambiguousScenario, []want{{ClassUnknown, Ambiguous}, {ClassRTO, Ambiguous}, {ClassUnknown, Ambiguous}}},
 	"mixed":           {mixedScenario, nil}, // checked by TestMixedRunNeverBlamesTheNetworkForSlowRequests
 	"local_causes": {localCausesScenario, []want{{ClassCPUThrottled, Exact}, {ClassRunqueueDelay, Probable}, {ClassGCPause, Probable},
-		{ClassRTO, Exact}, {ClassSlowPeer, Exact}, {ClassCPUThrottled, Probable}, {ClassRunqueueDelay, Probable}, {ClassLocal, Probable}}},
+		{ClassRTO, Exact}, {ClassSlowPeer, Exact}, {ClassCPUThrottled, Probable}, {ClassRunqueueDelay, Probable}, {ClassLocal, Probable},
+		{ClassRunqueueDelay, Exact}, {ClassSlowPeer, Exact}}},
 	"detailless": {detaillessScenario, []want{{ClassSlowPeer, Probable}, {ClassRTO, Probable}, {ClassLocal, Probable}}},
 }
 
@@ -410,7 +411,7 @@ func localCausesScenario() *scenario {
 	m := sc.conn(0xc601, 6600, "labapp", "10.213.0.1:52600", "10.213.0.3:8080", 95*time.Microsecond)
 	m.handshake(10000, 0)
 	m.act(10000.2, 210, true)
-	sc.sampled(6600, event.LocalRunqueue, 10000, 12000, 100, 45, 2)
+	sc.sampled(6600, event.LocalRunqueue, 10000, 12000, 100, 55, 2) // past LocalOverPeer: its network verdict is slow_peer
 	sc.local(6600, event.LocalGCPause, 11100, 11190, 90, 1)
 	sc.deadline(6600, "labapp", 11000, 400, 211, "main.acquire (/src/labapp/pool.go:31)")
 
@@ -422,5 +423,23 @@ func localCausesScenario() *scenario {
 	q.act(12000.2, 220, true)
 	sc.sampled(6700, event.LocalRunqueue, 12000, 13000, 100, 60, 2)
 	sc.deadline(6700, "labapp", 16000, 300, 221, "main.acquire (/src/labapp/pool.go:31)")
+
+	// A starved client on a healthy connection: its threads waited for a
+	// CPU 40 % of the time (under LocalOverPeer), and its 30 ms timer fired
+	// 200 ms late: runqueue_delay, not slow_peer. The same figures with a
+	// timer on time leave slow_peer standing.
+	st := sc.conn(0xc801, 6800, "labapp", "10.213.0.1:52800", "10.213.0.3:8080", 95*time.Microsecond)
+	st.handshake(17900, 230)
+	sc.sampled(6800, event.LocalRunqueue, 17900, 18500, 100, 40, 2)
+	st.bind(18000.01, 231, event.BindHTTPRoundTrip)
+	st.act(18000.02, 231, true)
+	sc.deadline(6800, "labapp", 18000, 30, 231, at, firedLate(200))
+
+	ot := sc.conn(0xc901, 6900, "labapp", "10.213.0.1:52900", "10.213.0.3:8080", 95*time.Microsecond)
+	ot.handshake(19900, 240)
+	sc.sampled(6900, event.LocalRunqueue, 19900, 20500, 100, 40, 2)
+	ot.bind(20000.01, 241, event.BindHTTPRoundTrip)
+	ot.act(20000.02, 241, true)
+	sc.deadline(6900, "labapp", 20000, 230, 241, at)
 	return sc
 }

@@ -166,10 +166,14 @@ func TestLocalRunqueueDelay(t *testing.T) {
 	n := localCounts(t, run.reports)
 	t.Logf("%d reports by class: %v", len(run.reports), n)
 	outcomes := map[string]int{}
+	errs := map[string]int{}
 	for _, l := range run.client {
 		outcomes[l.Outcome]++
+		if e, ok := l.Error.(string); ok && e != "" {
+			errs[e]++
+		}
 	}
-	t.Logf("client outcomes %v", outcomes)
+	t.Logf("client outcomes %v, errors %v", outcomes, errs)
 	if len(run.reports) < 10 {
 		t.Fatalf("%d reports, want most of the 60 requests to time out: %s", len(run.reports), run.stderr)
 	}

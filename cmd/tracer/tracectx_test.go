@@ -28,6 +28,7 @@ type labLine struct {
 	Target     string  `json:"target"`
 	DurationMS float64 `json:"duration_ms"`
 	Summary    bool    `json:"summary"`
+	Error      any     `json:"error"` // the error text; a count in the summary line
 }
 
 // labRun runs a lab server in the server namespace and a lab client in the
