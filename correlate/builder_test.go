@@ -185,6 +185,7 @@ func noDetail() dlOpt {
 		d.Detail, d.CreatedMono, d.Created, d.CreatedGoid, d.CreatedAt, d.CreatedStack, d.CreatedPC = false, 0, time.Time{}, 0, "", nil, 0
 	}
 }
+
 // firedLate: the timer fired ms after the deadline (a starved runtime).
 func firedLate(ms float64) dlOpt {
 	return func(d *event.Deadline) { d.Mono += uint64(ms * 1e6); d.Time = d.Time.Add(time.Duration(ms * 1e6)) }
