@@ -121,7 +121,7 @@ func successPath(b *testing.B, svc string, p *loadProc, detail bool) {
 			}
 		}
 		pl, err := pipeline.Start(pipeline.Config{PID: pid, Detail: mode, Local: pipeline.LocalConfig{Mode: "auto"}},
-			pipeline.Sink{Report: func(*correlate.Report) error { return nil }}) // with a report sink, as `tracer trace`: the correlator runs
+			pipeline.Reports(func(*correlate.Report) error { return nil })) // with a report sink, as `tracer trace`: the correlator runs
 		if err != nil {
 			b.Fatal(err)
 		}

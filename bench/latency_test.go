@@ -48,15 +48,13 @@ func reportLatency(b *testing.B, detail string) {
 
 	var mu sync.Mutex
 	var lat []time.Duration
-	p, err := pipeline.Start(pipeline.Config{PID: cl.Process.Pid, Detail: detail}, pipeline.Sink{
-		Report: func(r *correlate.Report) error {
-			d := time.Duration(monoNow() - r.Deadline.Mono)
-			mu.Lock()
-			lat = append(lat, d)
-			mu.Unlock()
-			return nil
-		},
-	})
+	p, err := pipeline.Start(pipeline.Config{PID: cl.Process.Pid, Detail: detail}, pipeline.Reports(func(r *correlate.Report) error {
+		d := time.Duration(monoNow() - r.Deadline.Mono)
+		mu.Lock()
+		lat = append(lat, d)
+		mu.Unlock()
+		return nil
+	}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -40,6 +40,9 @@ type local struct {
 	done         chan struct{}
 	wg           sync.WaitGroup
 
+	// reads shares the cgroup files' reads between the throttling samplers.
+	reads *sample.CgroupReads
+
 	mu        sync.Mutex
 	throttles map[uint32]*sample.Throttle
 	detailOn  map[uint32]bool // processes whose detail tier is on
@@ -64,6 +67,7 @@ func (p *Pipeline) startLocal() error {
 	l.ch = make(chan event.Local, 1024)
 	l.done = make(chan struct{})
 	l.throttles = map[uint32]*sample.Throttle{}
+	l.reads = sample.NewCgroupReads()
 	l.detailOn = map[uint32]bool{}
 	s, err := sched.Start(sched.Config{Logger: p.log})
 	if err != nil {
@@ -100,7 +104,7 @@ func (p *Pipeline) trackLocal(g *goprobe.Process) {
 		return
 	}
 	pid := uint32(g.PID())
-	th, err := sample.StartThrottle(sample.ThrottleConfig{PID: int(pid), CgroupRoot: p.cfg.Local.CgroupRoot, Logger: p.log})
+	th, err := sample.StartThrottle(sample.ThrottleConfig{PID: int(pid), CgroupRoot: p.cfg.Local.CgroupRoot, Reads: l.reads, Logger: p.log})
 	if err != nil {
 		p.log.Warn("CPU throttling not traced", "pid", pid, "err", err)
 	} else {
@@ -213,6 +217,7 @@ func (l *local) close() error {
 	if l.sched != nil {
 		errs = append(errs, l.sched.Close())
 	}
+	l.reads.Close()
 	close(l.done)
 	l.wg.Wait()
 	return errors.Join(errs...)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/timeout-tracer/tracer/collector"
@@ -48,32 +49,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Sink receives what the pipeline produces, in order.
-type Sink struct {
-	// Event, if set, gets every event of the merged stream (recording).
-	Event func(event.Any) error
-	// Report, if set, gets every correlated report.
-	Report func(*correlate.Report) error
-	// Detail gets each switch of a process's detail tier.
-	Detail func(t time.Time, pid uint32, on bool, reason string) error
-	// Missing gets each outbound call made under a context with no
-	// deadline (Config.Audit), with the peer when the connection is known.
-	Missing func(c *event.Call, peer string) error
-	// Hung gets a call without a deadline still waiting after
-	// Config.HangAfter, with the last kernel event of its connection (nil
-	// when none was seen).
-	Hung func(c *event.Call, peer string, waiting time.Duration, conn *event.TCP) error
-	// TCP, if set, gets every kernel TCP event of the merged stream
-	// (activity samples included), in time order: metrics.
-	TCP func(*event.TCP) error
-	// Call, if set, gets every outbound call the call probes see
-	// (Config.Audit), with or without a deadline, in stream order: metrics.
-	Call func(*event.Call) error
-	// Storm, if set, gets each switch of the storm guard: on = probes
-	// detached (expiries not seen until off).
-	Storm func(t time.Time, pid uint32, on bool, reason string) error
-}
-
 // Pipeline is one traced process (Start), or every traced process of the
 // node (StartNode): both collectors, the merge, the correlator. Close it
 // once.
@@ -106,8 +81,21 @@ type Pipeline struct {
 	procs map[uint32]*procState
 	added []uint32 // processes added since Run last looked: watch their activity
 	sink  Sink
+	// switches are the probe switches the control side made, for Run's
+	// goroutine to hand to the sink (the sink is called from Run only);
+	// switched signals that there are some.
+	swMu     sync.Mutex
+	switches []Switch
+	switched chan struct{}
+	// expiries carries each expiry's process from the data loop to the
+	// control loop (the adaptive switch and the storm guards count them);
+	// controlMissed counts those the control loop was too busy to take.
+	expiries      chan expirySeen
+	controlMissed atomic.Uint64
 	// local are the local-cause sources.
 	local local
+	// cgroups tells the cgroup id of each process attached.
+	cgroups *workload.CgroupIDs
 	// guard is the storm guard (Start only; nil when off); guardAt when it
 	// last looked; stormSnap its counters for other goroutines.
 	guard     *storm.Guard
@@ -220,21 +208,25 @@ func newPipeline(cfg Config, sink Sink) *Pipeline {
 	if cfg.Activity == 0 {
 		cfg.Activity = time.Second
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Logger, sink: sink, procs: make(map[uint32]*procState)}
+	if sink == nil {
+		sink = Nop{}
+	}
+	return &Pipeline{cfg: cfg, log: cfg.Logger, sink: sink, procs: make(map[uint32]*procState), cgroups: workload.NewCgroupIDs(cfg.Local.CgroupRoot),
+		switched: make(chan struct{}, 1), expiries: make(chan expirySeen, controlQueue)}
 }
 
 func (p *Pipeline) corrStart() (err error) {
 	cfg := correlate.StreamConfig{Correlator: correlate.DefaultConfig()}
 	cfg.Correlator.ActivityResolution = p.cfg.Activity
 	if p.cfg.Audit {
-		cfg.Audit = &correlate.AuditConfig{Missing: p.sink.Missing != nil, Hung: p.sink.Hung != nil, HangAfter: p.cfg.HangAfter}
+		cfg.Audit = &correlate.AuditConfig{Missing: true, Hung: true, HangAfter: p.cfg.HangAfter}
 	}
 	if p.node {
 		// The node's kernel collector sees every process: only the traced
 		// ones (and sockets of no known owner) concern reports.
 		cfg.Keep = p.Traced
 	}
-	p.stream, err = correlate.NewStream(cfg, sinkOutput{&p.sink})
+	p.stream, err = correlate.NewStream(cfg, p.sink)
 	p.merge = correlate.NewMerge(nSources)
 	return err
 }
@@ -301,7 +293,7 @@ func (p *Pipeline) track(g *goprobe.Process) error {
 	// Connections its listeners accept are attributed to the process from
 	// their handshake (the kernel side records listeners at listen(); these
 	// predate the collector).
-	if n, err := p.tcp.AdoptListeners(pid, workload.CgroupID(int(pid), p.cfg.Local.CgroupRoot)); err != nil {
+	if n, err := p.tcp.AdoptListeners(pid, p.cgroups.Of(int(pid))); err != nil {
 		p.log.Warn("listening sockets not adopted: connections they accept are attributed at their first send", "pid", pid, "err", err)
 	} else if n > 0 {
 		p.log.Debug("listening sockets adopted", "pid", pid, "listeners", n)
@@ -379,10 +371,34 @@ func (p *Pipeline) setDetail(ps *procState, on bool, reason string) error {
 	}
 	p.log.Info("detail probes switched", "pid", pid, "on", on, "reason", reason)
 	p.localDetail(pid, on)
-	if p.sink.Detail != nil {
-		return p.sink.Detail(time.Now(), pid, on, reason)
-	}
+	p.emit(Switch{Time: time.Now(), PID: pid, On: on, Reason: reason})
 	return nil
+}
+
+// emit queues a switch for Run's goroutine to hand to the sink.
+func (p *Pipeline) emit(s Switch) {
+	p.swMu.Lock()
+	p.switches = append(p.switches, s)
+	p.swMu.Unlock()
+	select {
+	case p.switched <- struct{}{}:
+	default:
+	}
+}
+
+// deliverSwitches hands the queued switches to the sink (Run's goroutine).
+func (p *Pipeline) deliverSwitches() error {
+	p.swMu.Lock()
+	sw := p.switches
+	p.switches = nil
+	p.swMu.Unlock()
+	var errs []error
+	for _, s := range sw {
+		if err := p.sink.Switch(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // switchDetail is the adaptive switch: a failure (typically the process
@@ -392,9 +408,7 @@ func (p *Pipeline) switchDetail(ps *procState, on bool, reason string) {
 	if err := p.setDetail(ps, on, reason); err != nil {
 		pid := uint32(ps.probes.PID())
 		p.log.Warn("detail probes not switched; the cold tier keeps tracing", "pid", pid, "on", on, "err", err)
-		if p.sink.Detail != nil {
-			p.sink.Detail(time.Now(), pid, false, "could not switch: "+err.Error())
-		}
+		p.emit(Switch{Time: time.Now(), PID: pid, On: false, Reason: "could not switch: " + err.Error()})
 	}
 }
 
@@ -417,6 +431,29 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 	in := p.in
 	if in == nil {
 		in = p.inputs()
+	}
+	// The control loop (adaptive detail, storm guards) runs beside this
+	// one: attaching or detaching probes takes milliseconds to seconds,
+	// and the events and reports must not wait for it. It stops before the
+	// end's drain, and its last switches reach the sink there.
+	stopControl := make(chan struct{})
+	controlDone := make(chan struct{})
+	go func() {
+		defer close(controlDone)
+		p.control(stopControl)
+	}()
+	defer func() {
+		select {
+		case <-stopControl:
+		default:
+			close(stopControl)
+			<-controlDone
+		}
+	}()
+	end := func() error {
+		close(stopControl)
+		<-controlDone
+		return errors.Join(p.finish(in), p.deliverSwitches())
 	}
 	// due fires when the next report's grace window ends: the sources are
 	// asked for their progress then, and the report leaves a moment later
@@ -497,9 +534,12 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 			tk.Reset(5 * time.Millisecond)
 			busy = true
 			continue
+		case <-p.switched:
+			if err := p.deliverSwitches(); err != nil {
+				return err
+			}
 		case <-tk.C:
 			p.watchAdded()
-			p.controlTick()
 			if err := p.release(in); err != nil {
 				return err
 			}
@@ -511,12 +551,6 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				// now (an expiry the merge holds is not yet a due report).
 				late = true
 			}
-			if err := p.nodeGuardTick(time.Now()); err != nil {
-				return err
-			}
-			if err := p.guardTick(time.Now()); err != nil {
-				return err
-			}
 			busy = p.merge.Buffered() > 0 || p.stream.Waiting()
 			switch {
 			case late:
@@ -527,9 +561,9 @@ func (p *Pipeline) Run(ctx context.Context, exited <-chan struct{}) error {
 				tk.Reset(tickIdle)
 			}
 		case <-exited:
-			return p.finish(in)
+			return end()
 		case <-ctx.Done():
-			return p.finish(in)
+			return end()
 		}
 	}
 }
@@ -586,7 +620,52 @@ func drainHeld[T any](ch <-chan T, add func(*T)) {
 func (p *Pipeline) addExpiry(d *event.Deadline) {
 	p.heldExpiries++
 	p.merge.Add(d)
-	p.observeExpiry(d)
+	select {
+	case p.expiries <- expirySeen{d.PID, d.Mono}:
+	default:
+		p.controlMissed.Add(1)
+	}
+}
+
+// controlQueue is how many expiries may wait for the control loop; past
+// it they are not counted by the adaptive switch and the node's storm
+// guards (ControlMissed): a storm that fills it has tripped them already.
+const controlQueue = 4096
+
+// ControlMissed is the number of expiries the control loop did not count
+// (its queue was full).
+func (p *Pipeline) ControlMissed() uint64 { return p.controlMissed.Load() }
+
+// control is the control loop: it counts expiries for the adaptive detail
+// switch and the node's storm guards, switches the detail tier of quiet
+// processes off, and runs the storm guards, until stop closes. The
+// switches it makes are queued for Run's goroutine (emit).
+func (p *Pipeline) control(stop <-chan struct{}) {
+	tk := time.NewTicker(controlTick)
+	defer tk.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case x := <-p.expiries:
+			p.observeExpiry(x)
+		case <-tk.C:
+			now := time.Now()
+			p.quietTick(now)
+			p.nodeGuardTick(now)
+			p.guardTick(now)
+		}
+	}
+}
+
+// controlTick is how often the control loop looks at quiet processes and
+// the storm guards: as often as the guards act.
+const controlTick = storm.Interval
+
+// expirySeen is an expiry as the control loop counts it.
+type expirySeen struct {
+	pid  uint32
+	mono uint64
 }
 
 // push hands one released event to the stream.
@@ -626,24 +705,23 @@ func (p *Pipeline) kickAll() {
 
 // observeExpiry counts an expiry for the storm guard and the adaptive
 // detail switch.
-func (p *Pipeline) observeExpiry(d *event.Deadline) {
-	ps := p.proc(d.PID)
+func (p *Pipeline) observeExpiry(x expirySeen) {
+	ps := p.proc(x.pid)
 	if ps == nil {
 		return
 	}
-	p.countExpiry(ps, d.Mono)
+	p.countExpiry(ps, x.mono)
 	if p.cfg.Detail == "auto" && !p.stormTripped() && !p.exeTripped(ps) && ps.ctl.Observe(time.Now()) {
 		p.switchDetail(ps, true, fmt.Sprintf("%d expiries within %v", p.cfg.Policy.Threshold, p.cfg.Policy.Window))
 	}
 }
 
-// controlTick switches off the detail tier of processes that have been
+// quietTick switches off the detail tier of processes that have been
 // quiet long enough.
-func (p *Pipeline) controlTick() {
+func (p *Pipeline) quietTick(now time.Time) {
 	if p.cfg.Detail != "auto" {
 		return
 	}
-	now := time.Now()
 	p.mu.Lock()
 	var quiet []*procState
 	for _, ps := range p.procs {
@@ -716,45 +794,6 @@ func (p *Pipeline) Stats() correlate.Stats { return p.stream.Correlator().Stats(
 // watermark (a source said more progress than it had made): released at
 // once, out of order, never dropped. Run's goroutine, or after Run.
 func (p *Pipeline) Late() uint64 { return p.merge.Late() }
-
-// sinkOutput is a Sink as the stream's Output.
-type sinkOutput struct{ s *Sink }
-
-func (o sinkOutput) Kernel(t *event.TCP) error {
-	if o.s.TCP != nil {
-		return o.s.TCP(t)
-	}
-	return nil
-}
-
-func (o sinkOutput) Event(ev event.Any) error {
-	if c, ok := ev.(*event.Call); ok && o.s.Call != nil {
-		if err := o.s.Call(c); err != nil {
-			return err
-		}
-	}
-	if o.s.Event != nil {
-		return o.s.Event(ev)
-	}
-	return nil
-}
-
-func (o sinkOutput) Report(r *correlate.Report) error {
-	if o.s.Report != nil {
-		return o.s.Report(r)
-	}
-	return nil
-}
-
-func (o sinkOutput) Audit(l *correlate.AuditLine) error {
-	switch {
-	case l.Kind == correlate.AuditMissing && o.s.Missing != nil:
-		return o.s.Missing(&l.Call, l.Peer)
-	case l.Kind == correlate.AuditHung && o.s.Hung != nil:
-		return o.s.Hung(&l.Call, l.Peer, l.Waiting, l.Conn)
-	}
-	return nil
-}
 
 // Close detaches both collectors and the local-cause sources.
 func (p *Pipeline) Close() error {

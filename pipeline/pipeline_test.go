@@ -27,30 +27,43 @@ type fakeSources struct {
 
 // fakeSink records what the pipeline hands out, in order.
 type fakeSink struct {
-	mu      sync.Mutex
-	events  []event.Any
-	reports []correlate.Report
-	delay   time.Duration // per event: a slow sink
+	Nop
+	mu       sync.Mutex
+	events   []event.Any
+	reports  []correlate.Report
+	switches []Switch
+	delay    time.Duration // per event: a slow sink
+	failAt   uint64        // the event at this time fails
+	fail     error
 }
 
-func (f *fakeSink) sink() Sink {
-	return Sink{
-		Event: func(ev event.Any) error {
-			if f.delay > 0 {
-				time.Sleep(f.delay)
-			}
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.events = append(f.events, ev)
-			return nil
-		},
-		Report: func(r *correlate.Report) error {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.reports = append(f.reports, *r)
-			return nil
-		},
+func (f *fakeSink) sink() Sink { return f }
+
+func (f *fakeSink) Event(ev event.Any) error {
+	if f.delay > 0 {
+		time.Sleep(f.delay)
 	}
+	if f.fail != nil && ev.MonoTime() == f.failAt {
+		return f.fail
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, ev)
+	return nil
+}
+
+func (f *fakeSink) Report(r *correlate.Report) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reports = append(f.reports, *r)
+	return nil
+}
+
+func (f *fakeSink) Switch(s Switch) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.switches = append(f.switches, s)
+	return nil
 }
 
 func (f *fakeSink) snapshot() ([]event.Any, []correlate.Report) {
@@ -183,17 +196,9 @@ func TestRunSourceThatDies(t *testing.T) {
 // An event behind the watermark (a source said more than it had) is
 // counted and still handed out; a sink error ends Run with that error.
 func TestRunLateEventCountedAndSinkError(t *testing.T) {
-	var fs fakeSink
 	boom := errors.New("sink full")
-	s := fs.sink()
-	next := s.Event
-	s.Event = func(ev event.Any) error {
-		if ev.MonoTime() == base+500 {
-			return boom
-		}
-		return next(ev)
-	}
-	p, src := newFake(t, s)
+	fs := fakeSink{fail: boom, failAt: base + 500}
+	p, src := newFake(t, fs.sink())
 	for i := range src.marks {
 		src.marks[i].Store(base + 100)
 	}

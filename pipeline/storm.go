@@ -12,17 +12,18 @@ import (
 // guardTick runs the storm guard four times a second: it detaches every probe
 // of the process while its probe hit rate is over the limit, and
 // reattaches the cold tier (and the detail tier if the mode wants it)
-// after the cool-down. Each switch is said to the sink and the log.
-func (p *Pipeline) guardTick(now time.Time) error {
-	if p.guard == nil || now.Sub(p.guardAt) < storm.Interval {
-		return nil
+// after the cool-down. Each switch is said to the log, and queued for the sink. The control
+// loop's goroutine, as everything of the guards.
+func (p *Pipeline) guardTick(now time.Time) {
+	if p.guard == nil || now.Sub(p.guardAt) < storm.Interval-storm.Interval/10 {
+		return
 	}
 	defer p.snapStorm(now)
 	p.guardAt = now
 	s, err := p.goP.Stats()
 	if err != nil {
 		p.log.Warn("storm guard: probe counters unreadable", "err", err)
-		return nil
+		return
 	}
 	d, reason := p.guard.Tick(now, s.UprobeHits(), s.ExpiryHits)
 	pid := uint32(p.cfg.PID)
@@ -36,28 +37,21 @@ func (p *Pipeline) guardTick(now time.Time) error {
 		if ps != nil && p.goP.Detail() {
 			p.switchDetail(ps, false, "storm guard")
 		}
-		if p.sink.Storm != nil {
-			return p.sink.Storm(now, pid, true, reason)
-		}
+		p.emit(Switch{Time: now, PID: pid, Storm: true, On: true, Reason: reason})
 	case storm.Resume:
 		p.log.Info("storm guard: probes reattached", "pid", p.cfg.PID, "reason", reason)
 		if err := p.goP.SetCold(true); err != nil {
 			// Said, and tried again at the next tick: never silently unwatched.
 			p.log.Warn("storm guard: cold probes not reattached", "err", err)
 			p.guard.Retrip(now)
-			if p.sink.Storm != nil {
-				return p.sink.Storm(now, pid, true, fmt.Sprintf("cold probes not reattached: %v", err))
-			}
-			return nil
+			p.emit(Switch{Time: now, PID: pid, Storm: true, On: true, Reason: fmt.Sprintf("cold probes not reattached: %v", err)})
+			return
 		}
 		if ps != nil && (p.cfg.Detail == "always" || (p.cfg.Detail == "auto" && ps.ctl.On())) {
 			p.switchDetail(ps, true, "storm guard cool-down over")
 		}
-		if p.sink.Storm != nil {
-			return p.sink.Storm(now, pid, false, reason)
-		}
+		p.emit(Switch{Time: now, PID: pid, Storm: true, On: false, Reason: reason})
 	}
-	return nil
 }
 
 // snapStorm publishes the guard's counters for StormStats.
@@ -112,9 +106,9 @@ func (p *Pipeline) countExpiry(ps *procState, mono uint64) {
 }
 
 // nodeGuardTick runs the per-executable guards of node mode.
-func (p *Pipeline) nodeGuardTick(now time.Time) error {
-	if !p.node || len(p.exeGuards) == 0 || now.Sub(p.guardAt) < storm.Interval {
-		return nil
+func (p *Pipeline) nodeGuardTick(now time.Time) {
+	if !p.node || len(p.exeGuards) == 0 || now.Sub(p.guardAt) < storm.Interval-storm.Interval/10 {
+		return
 	}
 	p.guardAt = now
 	var total storm.Stats
@@ -139,11 +133,7 @@ func (p *Pipeline) nodeGuardTick(now time.Time) error {
 				if ps.probes.Detail() {
 					p.switchDetail(ps, false, "storm guard")
 				}
-				if p.sink.Storm != nil {
-					if err := p.sink.Storm(now, pid, true, reason); err != nil {
-						return err
-					}
-				}
+				p.emit(Switch{Time: now, PID: pid, Storm: true, On: true, Reason: reason})
 			}
 		case storm.Resume:
 			if len(procs) == 0 {
@@ -162,11 +152,7 @@ func (p *Pipeline) nodeGuardTick(now time.Time) error {
 				if p.cfg.Detail == "always" || (p.cfg.Detail == "auto" && ps.ctl.On()) {
 					p.switchDetail(ps, true, "storm guard cool-down over")
 				}
-				if p.sink.Storm != nil {
-					if err := p.sink.Storm(now, pid, false, reason); err != nil {
-						return err
-					}
-				}
+				p.emit(Switch{Time: now, PID: pid, Storm: true, On: false, Reason: reason})
 			}
 		default:
 			if len(procs) == 0 && !eg.g.Tripped() {
@@ -189,7 +175,6 @@ func (p *Pipeline) nodeGuardTick(now time.Time) error {
 	p.stormMu.Lock()
 	p.stormSnap = total
 	p.stormMu.Unlock()
-	return nil
 }
 
 // exeTripped reports whether node mode's guard has the probes of ps's

@@ -32,7 +32,10 @@ type ThrottleConfig struct {
 	CgroupRoot string
 	// Interval between samples of cpu.stat. Default 100ms.
 	Interval time.Duration
-	Logger   *slog.Logger
+	// Reads shares the cgroup files' reads with the other samplers of the
+	// same agent (NewCgroupReads); nil: this sampler reads alone.
+	Reads  *CgroupReads
+	Logger *slog.Logger
 }
 
 // Throttle samples the CFS bandwidth throttling of a process's cgroup and
@@ -55,6 +58,8 @@ type Throttle struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	stats  ThrottleStats
+	reads  *CgroupReads
+	own    bool // reads is this sampler's alone: closed with it
 }
 
 // ThrottleStats counts what the sampler did.
@@ -85,7 +90,10 @@ func StartThrottle(cfg ThrottleConfig) (*Throttle, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	t := &Throttle{cfg: cfg, log: cfg.Logger, events: make(chan event.Local, 256), done: make(chan struct{})}
+	t := &Throttle{cfg: cfg, log: cfg.Logger, events: make(chan event.Local, 256), done: make(chan struct{}), reads: cfg.Reads}
+	if t.reads == nil {
+		t.reads, t.own = NewCgroupReads(), true
+	}
 	levels, err := t.resolve()
 	if err != nil {
 		return nil, err
@@ -112,6 +120,9 @@ func (t *Throttle) Close() error {
 	close(t.done)
 	t.wg.Wait()
 	close(t.events)
+	if t.own {
+		t.reads.Close()
+	}
 	return nil
 }
 
@@ -125,19 +136,31 @@ type level struct {
 	ok        bool // a previous sample exists
 }
 
-// cgroupReads shares the reads of cgroup files between the samplers of one
+// CgroupReads shares the reads of cgroup files between the samplers of one
 // agent. A node agent samples every traced process, and processes share
 // levels: a pod's containers its pod level, every pod the QoS and
 // kubepods levels. Read one by one, 50 processes cost ~3000 system calls
 // a second (the agent's largest cost in BenchmarkDaemon); shared, each
 // level's cpu.stat is read once per interval whoever asks, kept open and
 // read again at offset 0 (one pread instead of open, fstat, read, close).
-var cgroupReads = &statCache{m: make(map[string]*statEntry)}
-
-type statCache struct {
+// Safe for concurrent use; the files an idle level kept open are closed
+// at the next read after statIdle, or by Close.
+type CgroupReads struct {
 	mu    sync.Mutex
 	m     map[string]*statEntry // by directory
 	swept time.Time
+}
+
+// NewCgroupReads returns an empty cache.
+func NewCgroupReads() *CgroupReads { return &CgroupReads{m: make(map[string]*statEntry)} }
+
+// Close closes the files the cache keeps open.
+func (c *CgroupReads) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for d := range c.m {
+		c.drop(d)
+	}
 }
 
 type statEntry struct {
@@ -156,7 +179,7 @@ const statIdle = 10 * time.Second
 
 // stat returns the level's cumulative throttled time and throttled
 // periods, read at most once per maxAge for every sampler.
-func (c *statCache) stat(dir string, v2 bool, maxAge time.Duration) (time.Duration, uint64, error) {
+func (c *CgroupReads) stat(dir string, v2 bool, maxAge time.Duration) (time.Duration, uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -179,7 +202,7 @@ func (c *statCache) stat(dir string, v2 bool, maxAge time.Duration) (time.Durati
 
 // period returns the level's CFS period (0: no limit), read at most once
 // per maxAge for every sampler.
-func (c *statCache) period(dir string, v2 bool, maxAge time.Duration) (time.Duration, error) {
+func (c *CgroupReads) period(dir string, v2 bool, maxAge time.Duration) (time.Duration, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -195,7 +218,7 @@ func (c *statCache) period(dir string, v2 bool, maxAge time.Duration) (time.Dura
 	return p, nil
 }
 
-func (c *statCache) entry(dir string, now time.Time) *statEntry {
+func (c *CgroupReads) entry(dir string, now time.Time) *statEntry {
 	if now.Sub(c.swept) > statIdle {
 		for d, e := range c.m {
 			if now.Sub(e.used) > statIdle {
@@ -213,7 +236,7 @@ func (c *statCache) entry(dir string, now time.Time) *statEntry {
 	return e
 }
 
-func (c *statCache) drop(dir string) {
+func (c *CgroupReads) drop(dir string) {
 	if e, ok := c.m[dir]; ok {
 		if e.f != nil {
 			e.f.Close()
@@ -408,14 +431,14 @@ func (t *Throttle) sample(levels []*level, refreshPeriods bool) (time.Duration, 
 	var errs []error
 	for _, l := range levels {
 		if refreshPeriods || !l.ok {
-			p, err := cgroupReads.period(l.dir, l.v2, time.Second)
+			p, err := t.reads.period(l.dir, l.v2, time.Second)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			l.period = p
 		}
-		thr, nr, err := cgroupReads.stat(l.dir, l.v2, t.cfg.Interval/2)
+		thr, nr, err := t.reads.stat(l.dir, l.v2, t.cfg.Interval/2)
 		if err != nil {
 			errs = append(errs, err)
 			l.ok = false
@@ -446,7 +469,7 @@ func (t *Throttle) run(levels []*level) {
 	t.send(event.Local{Start: prev, Mono: prev, PID: uint32(t.cfg.PID), Kind: event.LocalThrottled})
 	// Every sampler of the agent ticks at the same instants (multiples of
 	// the interval, see package tick): their timers fire in one wakeup and
-	// share each level's read (cgroupReads), instead of one wakeup per
+	// share each level's read (CgroupReads), instead of one wakeup per
 	// process.
 	tk := tick.NewTicker(t.cfg.Interval)
 	defer tk.Stop()

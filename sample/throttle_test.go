@@ -72,7 +72,7 @@ func TestThrottleSampleCapsAndTakesTheLargestLevel(t *testing.T) {
 		"cpu/a/b/cpu.stat": stat(0, 0), "cpu/a/b/cpu.cfs_quota_us": "-1\n", "cpu/a/b/cpu.cfs_period_us": "100000\n",
 	})
 	levels := []*level{{dir: filepath.Join(root, "cpu/a/b")}, {dir: filepath.Join(root, "cpu/a")}}
-	tr := &Throttle{}
+	tr := &Throttle{reads: NewCgroupReads()}
 	if _, _, err := tr.sample(levels, true); err != nil {
 		t.Fatal(err)
 	}

@@ -6,17 +6,31 @@ import (
 	"sync"
 )
 
-// CgroupID is the id bpf_get_current_cgroup_id gives for process pid's
-// threads (Cgroupfs: the inode of its cgroup v2 directory under root,
-// hybrid hosts and private cgroup namespaces included); 0 when unknown.
-// root is where the cgroup v2 hierarchy is mounted ("" means
+// CgroupIDs tells processes' cgroup ids, opening the cgroup v2 hierarchy
+// under its root once, at the first question (in a private cgroup
+// namespace, opening walks the tree). Safe for concurrent use.
+type CgroupIDs struct {
+	root string
+	once sync.Once
+	fs   *Cgroupfs
+	err  error
+}
+
+// NewCgroupIDs is for the cgroup v2 hierarchy mounted at root ("" means
 // /sys/fs/cgroup).
-func CgroupID(pid int, root string) uint64 {
+func NewCgroupIDs(root string) *CgroupIDs {
 	if root == "" {
 		root = "/sys/fs/cgroup"
 	}
-	fs, err := cgroupfsOf(root)
-	if err != nil {
+	return &CgroupIDs{root: root}
+}
+
+// Of is the id bpf_get_current_cgroup_id gives for process pid's threads
+// (Cgroupfs: the inode of its cgroup v2 directory, hybrid hosts and
+// private cgroup namespaces included); 0 when unknown.
+func (c *CgroupIDs) Of(pid int) uint64 {
+	c.once.Do(func() { c.fs, c.err = OpenCgroupfs(c.root, "/proc") })
+	if c.err != nil {
 		return 0
 	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
@@ -27,30 +41,9 @@ func CgroupID(pid int, root string) uint64 {
 	if err != nil || cg.V2 == "" {
 		return 0
 	}
-	_, id, err := fs.Dir(cg.V2)
+	_, id, err := c.fs.Dir(cg.V2)
 	if err != nil {
 		return 0
 	}
 	return id
 }
-
-// cgroupfsOf opens the cgroup v2 hierarchy under root once per root (in a
-// private cgroup namespace, opening walks the tree).
-func cgroupfsOf(root string) (*Cgroupfs, error) {
-	cgroupfsMu.Lock()
-	defer cgroupfsMu.Unlock()
-	if fs, ok := cgroupfsByRoot[root]; ok {
-		return fs, nil
-	}
-	fs, err := OpenCgroupfs(root, "/proc")
-	if err != nil {
-		return nil, err
-	}
-	cgroupfsByRoot[root] = fs
-	return fs, nil
-}
-
-var (
-	cgroupfsMu     sync.Mutex
-	cgroupfsByRoot = map[string]*Cgroupfs{}
-)

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"sort"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,8 +15,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/timeout-tracer/tracer/collector"
-	"github.com/timeout-tracer/tracer/correlate"
-	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/pipeline"
 	"github.com/timeout-tracer/tracer/pipeline/adaptive"
@@ -257,56 +253,15 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 	if err != nil {
 		return err
 	}
-	var ready atomic.Bool
-	if ex.mux != nil {
-		ex.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-		ex.mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if !ready.Load() {
-				http.Error(w, "not ready: the kernel collectors are not attached yet", http.StatusServiceUnavailable)
-				return
-			}
-			io.WriteString(w, "ready\n")
-		})
-		log.Info("serving /metrics, /healthz, /readyz", "addr", ex.metricsAddr.String())
+	if ex.srv != nil {
+		ex.srv.Health()
+		log.Info("serving /metrics, /healthz, /readyz", "addr", ex.srv.Addr().String())
 	}
-	sink := ex.sink(pipeline.Sink{
-		Detail: func(t time.Time, pid uint32, on bool, reason string) error {
-			log.Info("detail probes switched", "pid", pid, "on", on, "reason", reason)
-			return nil
-		},
-		Storm: func(t time.Time, pid uint32, on bool, reason string) error {
-			log.Warn("storm guard", "pid", pid, "probes_detached", on, "reason", reason)
-			return nil
-		},
-	})
-	if f.audit {
-		// The lines go where the reports go; with -o none they are still
-		// counted in the metrics.
-		metricsHung := sink.Hung // set by the exporters when metrics are on
-		sink.Missing = func(*event.Call, string) error { return nil }
-		if w != nil {
-			sink.Missing = w.WriteMissing
-		}
-		sink.Hung = func(c *event.Call, peer string, waiting time.Duration, conn *event.TCP) error {
-			if metricsHung != nil {
-				if err := metricsHung(c, peer, waiting, conn); err != nil {
-					return err
-				}
-			}
-			if w != nil {
-				return w.WriteHung(c, peer, waiting, conn)
-			}
-			return nil
-		}
-	}
+	// Reports and audit lines go to the exporters and, unless -o none,
+	// to standard output; switches to the log.
+	sink := pipeline.Tee(ex.sink(), pipeline.LogSwitches{Log: log})
 	if w != nil {
-		next := sink.Report
-		sink.Report = func(r *correlate.Report) error {
-			if err := next(r); err != nil {
-				return err
-			}
-			return w.WriteReport(r)
-		}
+		sink = pipeline.Tee(sink, pipeline.Writer{W: w})
 	}
 	kcfg := kube.ConfigFromEnv(os.Getenv)
 	if f.nodeName != "" {
@@ -355,29 +310,12 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 	}
 	ex.ran = true
 	if m := ex.metrics; m != nil {
-		m.LostEvents("tcp", func() (uint64, error) {
-			s, err := a.Pipeline().TCP().Stats()
-			return s.Lost, err
-		})
-		m.LostEvents("go", func() (uint64, error) {
-			s, err := a.Pipeline().Node().Stats()
-			return s.Dropped, err
-		})
-		m.MissedRuns("tcp", func() (uint64, error) {
-			s, err := a.Pipeline().TCP().Stats()
-			return s.Missed, err
-		})
-		m.MissedRuns("go", func() (uint64, error) {
-			s, err := a.Pipeline().Node().Stats()
-			return s.Missed, err
-		})
+		a.Pipeline().ExportLosses(m)
 		m.LostEvents("proc", func() (uint64, error) { return a.ProcEventsLost(), nil })
-		m.WatchStorm(func() export.StormStats {
-			s := a.Pipeline().StormStats()
-			return export.StormStats{Trips: s.Trips, DetachedSeconds: s.Detached.Seconds(), UnseenEstimate: s.UnseenEstimate}
-		})
 	}
-	ready.Store(true)
+	if ex.srv != nil {
+		ex.srv.Ready()
+	}
 	uprobes := "perf_event"
 	if a.Pipeline().Node().UprobeMulti() {
 		uprobes = "uprobe_multi"

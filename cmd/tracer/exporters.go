@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,8 +14,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/timeout-tracer/tracer/correlate"
-	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/pipeline"
 	"github.com/timeout-tracer/tracer/workload"
@@ -50,18 +46,14 @@ const exportFlushTime = 5 * time.Second
 // exporters are what the flags started: fed by the pipeline's sink,
 // closed once at the end.
 type exporters struct {
-	flags       *exportFlags
-	log         *slog.Logger
-	stderr      io.Writer
-	list        []export.Exporter
-	otlp        *export.OTLP
-	metrics     *export.Metrics
-	procs       *export.Processes
-	srv         *http.Server
-	mux         *http.ServeMux
-	metricsAddr net.Addr
-	served      chan struct{}
-	ran         bool // a pipeline was attached: say at the end what was exported
+	flags   *exportFlags
+	log     *slog.Logger
+	stderr  io.Writer
+	otlp    *export.OTLP
+	metrics *export.Metrics
+	procs   *export.Processes
+	srv     *export.Server
+	ran     bool // a pipeline was attached: say at the end what was exported
 }
 
 func startExporters(ctx context.Context, f *exportFlags, log *slog.Logger, stderr io.Writer) (_ *exporters, err error) {
@@ -79,22 +71,9 @@ func startExporters(ctx context.Context, f *exportFlags, log *slog.Logger, stder
 	}()
 	if f.metricsAddr != "" {
 		e.metrics = export.NewMetrics(export.MetricsConfig{Processes: e.procs, EphemeralPorts: localPortRange(), Version: version})
-		ln, err := net.Listen("tcp", f.metricsAddr)
-		if err != nil {
-			return nil, fmt.Errorf("listen on --metrics-addr: %w", err)
+		if e.srv, err = export.Serve(f.metricsAddr, e.metrics, log); err != nil {
+			return nil, err
 		}
-		e.mux = http.NewServeMux()
-		e.mux.Handle("/metrics", e.metrics.Handler())
-		e.metricsAddr = ln.Addr()
-		e.srv = &http.Server{Handler: e.mux, ReadHeaderTimeout: 10 * time.Second}
-		e.served = make(chan struct{})
-		go func() {
-			defer close(e.served)
-			if err := e.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("serve /metrics", "err", err)
-			}
-		}()
-		e.list = append(e.list, e.metrics)
 	}
 	if f.otlp {
 		e.otlp, err = export.NewOTLP(ctx, export.OTLPConfig{Protocol: f.protocol, Endpoint: f.endpoint, Insecure: f.insecure,
@@ -105,41 +84,21 @@ func startExporters(ctx context.Context, f *exportFlags, log *slog.Logger, stder
 		if e.metrics != nil {
 			e.metrics.WatchOTLP(e.otlp.Stats)
 		}
-		e.list = append(e.list, e.otlp)
 	}
 	return e, nil
 }
 
-// sink adds the exporters to a pipeline sink: a report goes to every
-// exporter and then to the sink's own Report; TCP events, calls and hung
-// calls feed the metrics too.
-func (e *exporters) sink(s pipeline.Sink) pipeline.Sink {
-	if len(e.list) > 0 {
-		next := s.Report
-		s.Report = func(r *correlate.Report) error {
-			for _, x := range e.list {
-				x.Export(r)
-			}
-			if next == nil {
-				return nil
-			}
-			return next(r)
-		}
-	}
+// sink is the exporters as one pipeline sink: reports to each exporter;
+// TCP events, calls and hung calls to the metrics too.
+func (e *exporters) sink() pipeline.Sink {
+	var sinks []pipeline.Sink
 	if e.metrics != nil {
-		m := e.metrics
-		s.TCP = func(ev *event.TCP) error { m.ObserveTCP(ev); return nil }
-		s.Call = func(c *event.Call) error { m.ObserveCall(c); return nil }
-		hung := s.Hung
-		s.Hung = func(c *event.Call, peer string, waiting time.Duration, conn *event.TCP) error {
-			m.ObserveHung(c)
-			if hung == nil {
-				return nil
-			}
-			return hung(c, peer, waiting, conn)
-		}
+		sinks = append(sinks, pipeline.Metrics{M: e.metrics})
 	}
-	return s
+	if e.otlp != nil {
+		sinks = append(sinks, pipeline.Exporter{X: e.otlp})
+	}
+	return pipeline.Tee(sinks...)
 }
 
 // attached tells the exporters that the pipeline traces pid: its identity
@@ -160,28 +119,9 @@ func (e *exporters) attached(pid int, p *pipeline.Pipeline) (detached func()) {
 	if e.metrics == nil {
 		return func() {}
 	}
-	fmt.Fprintf(e.stderr, "serving metrics on http://%s/metrics\n", e.metricsAddr)
+	fmt.Fprintf(e.stderr, "serving metrics on http://%s/metrics\n", e.srv.Addr())
 	e.metrics.Attached(1)
-	e.metrics.LostEvents("tcp", func() (uint64, error) {
-		s, err := p.TCP().Stats()
-		return s.Lost, err
-	})
-	e.metrics.LostEvents("go", func() (uint64, error) {
-		s, err := p.Probes().Stats()
-		return s.Dropped, err
-	})
-	e.metrics.MissedRuns("tcp", func() (uint64, error) {
-		s, err := p.TCP().Stats()
-		return s.Missed, err
-	})
-	e.metrics.MissedRuns("go", func() (uint64, error) {
-		s, err := p.Probes().Stats()
-		return s.Missed, err
-	})
-	e.metrics.WatchStorm(func() export.StormStats {
-		s := p.StormStats()
-		return export.StormStats{Trips: s.Trips, DetachedSeconds: s.Detached.Seconds(), UnseenEstimate: s.UnseenEstimate}
-	})
+	p.ExportLosses(e.metrics)
 	return func() { e.metrics.Attached(-1) }
 }
 
@@ -200,13 +140,7 @@ func (e *exporters) close() {
 		}
 	}
 	if e.srv != nil {
-		if e.flags.metricsLinger > 0 {
-			time.Sleep(e.flags.metricsLinger)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = e.srv.Shutdown(ctx)
-		cancel()
-		<-e.served
+		e.srv.Close(e.flags.metricsLinger)
 	}
 }
 

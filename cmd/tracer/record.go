@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/timeout-tracer/tracer/correlate"
-	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/pipeline"
 	"github.com/timeout-tracer/tracer/record"
@@ -83,15 +82,9 @@ func runRecord(cmd *cobra.Command, g *globalFlags, f *recordFlags) error {
 	}
 	defer closeRec()
 	stderr := cmd.ErrOrStderr()
-	n := 0
-	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Storm: f.storm, Audit: f.audit, Logger: log}, pipeline.Sink{
-		Event: func(ev event.Any) error { n++; return w.Write(ev) },
-		Detail: func(t time.Time, pid uint32, on bool, reason string) error {
-			fmt.Fprintf(stderr, "detail probes %v for pid %d: %s\n", map[bool]string{true: "on", false: "off"}[on], pid, reason)
-			return nil
-		},
-		Storm: stormLine(stderr),
-	})
+	rec := &pipeline.Recorder{W: w}
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Storm: f.storm, Audit: f.audit, Logger: log},
+		pipeline.Tee(rec, pipeline.SwitchLines{W: stderr, Details: true}))
 	if err != nil {
 		return err
 	}
@@ -105,7 +98,7 @@ func runRecord(cmd *cobra.Command, g *globalFlags, f *recordFlags) error {
 		fmt.Fprintf(stderr, "process %d exited; stopping\n", f.pid)
 	default:
 	}
-	fmt.Fprintf(stderr, "recorded %d events\n", n)
+	fmt.Fprintf(stderr, "recorded %d events\n", rec.N)
 	return err
 }
 

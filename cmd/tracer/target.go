@@ -11,6 +11,7 @@ import (
 	"github.com/timeout-tracer/tracer/pipeline"
 	"github.com/timeout-tracer/tracer/pipeline/adaptive"
 	"github.com/timeout-tracer/tracer/pipeline/storm"
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 // targetFlags are the flags of the commands that attach to one Go process
@@ -57,7 +58,7 @@ func (f *targetFlags) start(ctx context.Context, verb string) (context.Context, 
 	if f.pid <= 0 {
 		return nil, nil, nil, errors.New("--pid is required: the process to " + verb)
 	}
-	exited, err := watchProcess(f.pid)
+	exited, err := workload.WatchExit(f.pid)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/export"
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 type tcpFlags struct {
@@ -79,7 +78,7 @@ func runTCP(cmd *cobra.Command, g *globalFlags, f *tcpFlags) error {
 	}
 	var exited <-chan struct{}
 	if f.pid != 0 {
-		if exited, err = watchProcess(f.pid); err != nil {
+		if exited, err = workload.WatchExit(f.pid); err != nil {
 			return err
 		}
 	}
@@ -139,34 +138,4 @@ func parsePeer(s string) (netip.Prefix, error) {
 		return netip.PrefixFrom(a, a.BitLen()), nil
 	}
 	return netip.Prefix{}, fmt.Errorf("invalid --peer %q: want a CIDR such as 10.0.0.0/8 or an address", s)
-}
-
-// watchProcess checks that pid exists and returns a channel closed when it
-// exits (pidfd: no polling, no PID reuse race).
-func watchProcess(pid int) (<-chan struct{}, error) {
-	if pid < 0 {
-		return nil, fmt.Errorf("invalid --pid %d", pid)
-	}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return nil, fmt.Errorf("process %d does not exist", pid)
-	}
-	if err != nil {
-		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); serr != nil {
-			return nil, fmt.Errorf("process %d does not exist", pid)
-		}
-		return nil, fmt.Errorf("watch process %d: %w", pid, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer unix.Close(fd)
-		defer close(done)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
-				return
-			}
-		}
-	}()
-	return done, nil
 }

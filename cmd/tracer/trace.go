@@ -10,7 +10,6 @@ import (
 	"github.com/timeout-tracer/tracer/collector/goprobe"
 	"github.com/timeout-tracer/tracer/collector/tcp"
 	"github.com/timeout-tracer/tracer/correlate"
-	"github.com/timeout-tracer/tracer/event"
 	"github.com/timeout-tracer/tracer/export"
 	"github.com/timeout-tracer/tracer/pipeline"
 	"github.com/timeout-tracer/tracer/tick"
@@ -80,27 +79,23 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 		return err
 	}
 	defer ex.close()
-	var recordEvent func(event.Any) error
+	reports := 0
+	sink := []pipeline.Sink{
+		ex.sink(),
+		pipeline.Writer{W: w, Details: true},
+		pipeline.SwitchLines{W: stderr},
+		pipeline.Reports(func(*correlate.Report) error { reports++; return nil }),
+	}
 	if f.record != "" {
 		rw, closeRec, err := openRecording(f.record, stderr)
 		if err != nil {
 			return err
 		}
 		defer closeRec()
-		recordEvent = rw.Write
+		sink = append(sink, &pipeline.Recorder{W: rw})
 	}
-	reports := 0
-	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Storm: f.storm, Audit: f.audit, HangAfter: f.hangAfter, Logger: log}, ex.sink(pipeline.Sink{
-		Event: recordEvent,
-		Hung:  w.WriteHung,
-		Report: func(r *correlate.Report) error {
-			reports++
-			return w.WriteReport(r)
-		},
-		Storm:   stormLine(stderr),
-		Missing: w.WriteMissing,
-		Detail:  func(t time.Time, pid uint32, on bool, reason string) error { return w.WriteDetail(t, pid, on, reason) },
-	}))
+	p, err := pipeline.Start(pipeline.Config{PID: f.pid, Detail: f.detail, Policy: f.policy, Local: f.local, Storm: f.storm, Audit: f.audit,
+		HangAfter: f.hangAfter, Logger: log}, pipeline.Tee(sink...))
 	if err != nil {
 		return err
 	}
@@ -120,18 +115,6 @@ func runTrace(cmd *cobra.Command, g *globalFlags, f *traceFlags) error {
 	stop()
 	printTotals(stderr, p, reports)
 	return err
-}
-
-// stormLine says each switch of the storm guard on stderr.
-func stormLine(stderr io.Writer) func(t time.Time, pid uint32, on bool, reason string) error {
-	return func(t time.Time, pid uint32, on bool, reason string) error {
-		state := "probes reattached"
-		if on {
-			state = "probes detached"
-		}
-		fmt.Fprintf(stderr, "storm guard: %s for pid %d: %s\n", state, pid, reason)
-		return nil
-	}
 }
 
 // printTotals is the run's accounting, one line: every expiry the probes

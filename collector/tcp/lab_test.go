@@ -574,7 +574,7 @@ func acceptedOwner(t *testing.T, mptcp, early bool) {
 	if early {
 		// Traced as `tracer trace --pid` traces it: only its sockets.
 		c = startCollector(t, Config{PID: uint32(sink.Process.Pid)})
-		n, err := c.AdoptListeners(uint32(sink.Process.Pid), workload.CgroupID(sink.Process.Pid, ""))
+		n, err := c.AdoptListeners(uint32(sink.Process.Pid), workload.NewCgroupIDs("").Of(sink.Process.Pid))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -613,7 +613,7 @@ func acceptedOwner(t *testing.T, mptcp, early bool) {
 	}
 	// The cgroup id: the kernel's (bpf_get_current_cgroup_id at listen())
 	// or the adopted one (the inode of the cgroup v2 directory) agree.
-	if want := workload.CgroupID(sink.Process.Pid, ""); want == 0 || rst[0].CgroupID != want {
+	if want := workload.NewCgroupIDs("").Of(sink.Process.Pid); want == 0 || rst[0].CgroupID != want {
 		t.Errorf("reset's cgroup id %d, want %d (the inode of tcpsink's cgroup directory)", rst[0].CgroupID, want)
 	}
 }

@@ -126,15 +126,8 @@ func Start(cfg Config) (_ *Agent, err error) {
 			a.Close()
 		}
 	}()
-	sink := cfg.Sink
-	next := sink.Report
-	sink.Report = func(r *correlate.Report) error {
-		a.enrich(r)
-		if next == nil {
-			return nil
-		}
-		return next(r)
-	}
+	// The container and pod go into each report before any sink reads it.
+	sink := pipeline.Tee(pipeline.Reports(func(r *correlate.Report) error { a.enrich(r); return nil }), cfg.Sink)
 	// Execs first: a process that starts during the scan is seen either
 	// way.
 	if a.procs, err = proc.Start(cfg.Logger); err != nil {
