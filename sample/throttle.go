@@ -482,10 +482,16 @@ func (t *Throttle) run(levels []*level) {
 			tk.Next()
 		}
 		n++
-		// Limits change rarely; a process may move between cgroups:
-		// look again every 30 samples.
+		// Limits change rarely: read them again every 30 samples. A
+		// process may move between cgroups, most often just after it
+		// started or was attached (a runtime placing it, a test's
+		// cgroup): its cgroup is looked up again at every sample for the
+		// first 5 s, then every second (one read of /proc/PID/cgroup).
+		// Every 3 s, as before, left the first requests after a move
+		// measured in the old cgroup: TestLocalCPUThrottled's first
+		// third read runqueue_delay with no throttled time.
 		refresh := n%30 == 0
-		if refresh {
+		if n <= 50 || n%10 == 0 {
 			if l, err := t.resolve(); err == nil && (len(l) != len(levels) || l[0].dir != levels[0].dir) {
 				levels = l
 				t.sample(levels, true) // a new baseline

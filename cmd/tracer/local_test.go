@@ -112,6 +112,9 @@ func TestLocalCPUThrottled(t *testing.T) {
 	t.Logf("%d reports by class: %v", len(run.reports), n)
 	for _, r := range run.reports {
 		t.Logf("%s: %s", r.Cause.Class, r.Cause.Summary)
+		if l := r.Cause.Local; l != nil && l.ThrottledMs != nil && l.RunqueueMs != nil {
+			t.Logf("  throttled %.1f ms, run-queue %.1f ms, of %.1f ms", *l.ThrottledMs, *l.RunqueueMs, l.WindowMs)
+		}
 	}
 	if len(run.reports) < 10 {
 		t.Fatalf("%d reports, want most of the 40 requests to time out: %s", len(run.reports), run.stderr)
