@@ -153,10 +153,24 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 	__u64 c = GO_ARG1(ctx);
 	if (!c)
 		return 0;
-	/* Already cancelled (a parent got there first, racing the timer): the
-	 * cancel is a no-op and the parent's expiry is the one to report. */
-	if (kind == TT_GO_TIMER_FIRED && read_u64(c + off->cancelctx_err) != 0)
-		return 0;
+	/* Already cancelled when its timer fired. By a parent's expiry (its
+	 * DeadlineExceeded was copied here): the parent's expiry is the one to
+	 * report. By the program itself, after the deadline had passed (a
+	 * socket deadline set from the context fired first, the call returned
+	 * and the caller cancelled before the timer's goroutine ran): still
+	 * this deadline's expiry, reported as such. Without the type to tell
+	 * them apart, neither is reported, and both are counted. */
+	if (kind == TT_GO_TIMER_FIRED) {
+		__u64 err = read_u64(c + off->cancelctx_err);
+		if (err) {
+			if ((!off->deadline_err_type && !off->deadline_err_itab) || err == off->deadline_err_type ||
+			    err == off->deadline_err_itab) {
+				hit(TT_GO_HIT_RACED);
+				return 0;
+			}
+			kind = TT_GO_TIMER_FIRED_CANCELLED;
+		}
+	}
 
 	struct tt_go_event *e = bpf_ringbuf_reserve(&go_events, sizeof(*e), 0);
 	if (!e) {
@@ -194,7 +208,7 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 		/* Userspace uses it only when no span is found in the chain. */
 		__builtin_memcpy(e->traceparent, cr->traceparent, sizeof(e->traceparent));
 		e->traceparent_src = cr->tp_src;
-		if (kind == TT_GO_TIMER_FIRED)
+		if (kind != TT_GO_EXPIRED_AT_CREATION)
 			bpf_map_delete_elem(&deadlines, &key);
 	}
 	find_span(e, c, tgid, off);

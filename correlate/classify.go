@@ -101,6 +101,9 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 	if cause.Note != "" {
 		notes = append(notes, cause.Note)
 	}
+	if d.Cancelled {
+		notes = append(notes, "the program had cancelled the context when its timer fired, after the deadline: the call saw the deadline first (a socket deadline set from the context) and returned")
+	}
 	var listNote string
 	cause.Connections, listNote = connections(cands, d, c.cfg.MaxReportConnections, c.cfg.MaxReportEvents)
 	if listNote != "" {

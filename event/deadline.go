@@ -34,6 +34,11 @@ type Deadline struct {
 	Ctx      uint64    // address of the *context.timerCtx: with PID, identifies the context while it lives
 	Deadline time.Time // the deadline the context carried
 	Children uint64    // contexts the expiry cancels directly (a parent's expiry takes its children down)
+	// Cancelled: the program had cancelled the context when its timer fired,
+	// after the deadline had passed (the call saw the deadline first, as a
+	// socket deadline set from the context, and the caller cancelled before
+	// the timer's goroutine ran). Still this deadline's expiry.
+	Cancelled bool
 
 	// The request the deadline belongs to: W3C trace and span ID (hex), or
 	// empty. TraceSource says where they were found: "otel_context" (an

@@ -10,6 +10,7 @@
 enum tt_go_expiry {
 	TT_GO_TIMER_FIRED = 1,      /* the deadline's timer fired */
 	TT_GO_EXPIRED_AT_CREATION = 2, /* WithDeadline was given a deadline already in the past */
+	TT_GO_TIMER_FIRED_CANCELLED = 3, /* the timer fired after the program cancelled the context (it saw the deadline first, e.g. as a socket deadline) */
 };
 
 /* Struct field offsets in the traced binary, resolved in userspace (DWARF, else a table by Go version). */
@@ -31,6 +32,9 @@ struct tt_go_offsets {
 	__u32 conn_fd;             /* net.conn.fd (*netFD) */
 	__u32 netfd_sysfd;         /* net.netFD.pfd + internal/poll.FD.Sysfd */
 	__u32 request_ctx;         /* net/http.Request.ctx (the transportRequest embeds *Request first) */
+	__u32 pad0;
+	__u64 deadline_err_type;   /* type descriptor of context.deadlineExceededError (runtime address), 0: unknown: cancelCtx.err as an atomic.Value holds it */
+	__u64 deadline_err_itab;   /* its itab as an error (runtime address), 0: unknown: cancelCtx.err as an error (older Go) holds it */
 };
 
 /* How a goroutine was bound to a socket. */
@@ -163,7 +167,8 @@ enum tt_go_hit {
 	TT_GO_HIT_GRPC_STREAM = 10,/* detail: gRPC client streams opened */
 	TT_GO_HIT_DIAL = 11,       /* detail: connects (netFD.connect entry, syscall.Connect returns) */
 	TT_GO_HIT_NEWPROC = 12,    /* detail: goroutines started (runtime.newproc1 entry and returns) */
-	TT_GO_HIT_MAX = 13,
+	TT_GO_HIT_RACED = 13,      /* cold: timers that fired after a parent's expiry cancelled them (the parent is reported) */
+	TT_GO_HIT_MAX = 14,
 };
 
 struct tt_go_event {

@@ -18,21 +18,25 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 	}
 	var r godeadlineTtGoEvent
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), goEventSize), raw)
-	kind := event.ExpiryKind(r.Kind)
+	kind, cancelled := event.ExpiryKind(r.Kind), false
+	if r.Kind == uint8(godeadlineTtGoExpiryTT_GO_TIMER_FIRED_CANCELLED) {
+		kind, cancelled = event.TimerFired, true
+	}
 	if kind != event.TimerFired && kind != event.ExpiredAtCreation {
 		return fmt.Errorf("decode deadline event: unknown kind %d", r.Kind)
 	}
 	*out = event.Deadline{
-		Time:     p.clk.Wall(r.TsNs),
-		Mono:     r.TsNs,
-		Kind:     kind,
-		PID:      r.Pid,
-		TID:      r.Tid,
-		Comm:     p.comm,
-		Goid:     r.Goid,
-		Ctx:      r.Ctx,
-		Deadline: event.GoTime(r.DeadlineWall, r.DeadlineExt),
-		Children: r.Children,
+		Time:      p.clk.Wall(r.TsNs),
+		Mono:      r.TsNs,
+		Kind:      kind,
+		PID:       r.Pid,
+		TID:       r.Tid,
+		Comm:      p.comm,
+		Goid:      r.Goid,
+		Ctx:       r.Ctx,
+		Deadline:  event.GoTime(r.DeadlineWall, r.DeadlineExt),
+		Children:  r.Children,
+		Cancelled: cancelled,
 	}
 	setTrace(&r, out)
 	if r.TraceStatus == uint8(godeadlineTtGoTraceStatusTT_TRACE_NONE) && out.TraceID == "" && p.otelErr != nil {

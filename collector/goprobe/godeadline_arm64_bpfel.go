@@ -90,8 +90,9 @@ type godeadlineTtGoEvent struct {
 type godeadlineTtGoExpiry uint32
 
 const (
-	godeadlineTtGoExpiryTT_GO_TIMER_FIRED         godeadlineTtGoExpiry = 1
-	godeadlineTtGoExpiryTT_GO_EXPIRED_AT_CREATION godeadlineTtGoExpiry = 2
+	godeadlineTtGoExpiryTT_GO_TIMER_FIRED           godeadlineTtGoExpiry = 1
+	godeadlineTtGoExpiryTT_GO_EXPIRED_AT_CREATION   godeadlineTtGoExpiry = 2
+	godeadlineTtGoExpiryTT_GO_TIMER_FIRED_CANCELLED godeadlineTtGoExpiry = 3
 )
 
 type godeadlineTtGoGrpcOffsets struct {
@@ -132,7 +133,8 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_GRPC_STREAM  godeadlineTtGoHit = 10
 	godeadlineTtGoHitTT_GO_HIT_DIAL         godeadlineTtGoHit = 11
 	godeadlineTtGoHitTT_GO_HIT_NEWPROC      godeadlineTtGoHit = 12
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 13
+	godeadlineTtGoHitTT_GO_HIT_RACED        godeadlineTtGoHit = 13
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 14
 )
 
 type godeadlineTtGoNoOffset uint32
@@ -163,6 +165,10 @@ type godeadlineTtGoOffsets struct {
 	ConnFd            uint32
 	NetfdSysfd        uint32
 	RequestCtx        uint32
+	Pad0              uint32
+	_                 [4]byte
+	DeadlineErrType   uint64
+	DeadlineErrItab   uint64
 }
 
 type godeadlineTtGoSpanType struct {

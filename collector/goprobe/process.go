@@ -41,6 +41,7 @@ type Stats struct {
 	GRPCStreamHits   uint64 // detail-tier hits: gRPC client streams opened
 	DialHits         uint64 // detail-tier hits: connects (entry, after connect(2), returns)
 	NewprocHits      uint64 // detail-tier hits: goroutines started (runtime.newproc1 entry and returns)
+	Raced            uint64 // timers that fired on a context a parent's expiry had cancelled (that expiry is reported), or, where the binary's types are unknown, one the program had
 	Swept            uint64 // recorded creations removed because their deadline passed unseen (met in time)
 	DecodeErrors     uint64
 	LateCookieErrors uint64 // bound connections whose cookie could not be asked of the kernel (see lateCookie)
@@ -179,6 +180,7 @@ func (p *Process) resolve() (godeadlineTtGoOffsets, error) {
 	p.resolveOTel(&offs)
 	p.resolveRoundTrip(&offs)
 	p.resolveExt()
+	p.resolveDeadlineErr(&offs)
 	for _, f := range []struct {
 		typ, path string
 		dst       *uint32
@@ -318,3 +320,23 @@ func (p *Process) Bindings() <-chan event.Binding { return p.node.bindings }
 // SetAudit), with what its context allowed. Calls nobody reads are
 // dropped and counted.
 func (p *Process) Calls() <-chan event.Call { return p.node.calls }
+
+// resolveDeadlineErr finds context.DeadlineExceeded's type and its itab as
+// an error: a timer that fires on a context whose err already holds it was
+// cancelled by a parent's expiry (reported there), any other err by the
+// program after the deadline had passed (reported here). Without them,
+// neither is reported, and both are counted (Stats.Raced).
+func (p *Process) resolveDeadlineErr(offs *godeadlineTtGoOffsets) {
+	itabs, err := p.bin.Itabs()
+	if err != nil {
+		p.log.Info("expiries cancelled by the program just after their deadline are counted, not reported", "err", err)
+		return
+	}
+	for _, it := range itabs {
+		if it.Type.Name == "context.deadlineExceededError" && it.Interface.Name == "error" {
+			offs.DeadlineErrItab, offs.DeadlineErrType = it.Addr+p.bias, it.TypeAddr+p.bias
+			return
+		}
+	}
+	p.log.Info("expiries cancelled by the program just after their deadline are counted, not reported: no itab of context.deadlineExceededError")
+}
