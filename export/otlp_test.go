@@ -155,6 +155,8 @@ func TestOTLPSpanMapping(t *testing.T) {
 				"tcp.backoff": int64(2), "tcp.state": "ESTABLISHED", "tcp.socket_cookie": "0x1001",
 				"process.pid": int64(4242), "process.executable.name": "orders-svc",
 				"code.function": "main.fetchOrders", "code.filepath": "/src/orders/main.go", "code.lineno": int64(34),
+				"code.function.name": "main.fetchOrders", "code.file.path": "/src/orders/main.go", "code.line.number": int64(34),
+				"error.type": "timeout",
 			}
 			a := attrs(sp.Attributes)
 			for k, v := range want {
@@ -188,6 +190,11 @@ func TestOTLPSpanMapping(t *testing.T) {
 			}
 			if ea := attrs(sp.Events[4].Attributes); ea["tcp.backoff"] != int64(2) || ea["tcp.rto_ms"] != int64(816) {
 				t.Errorf("last RTO event attributes %v", ea)
+			}
+			for i, want := range []any{nil, "tail_loss_probe", "timeout", "timeout", "timeout"} {
+				if got := attrs(sp.Events[i].Attributes)["network.tcp.retransmit.type"]; got != want {
+					t.Errorf("event %d (%s): network.tcp.retransmit.type %v, want %v", i, sp.Events[i].Name, got, want)
+				}
 			}
 			for k, v := range map[string]any{"service.name": "orders", "service.namespace": "shop",
 				"deployment.environment": "lab one", "process.pid": int64(4242), "process.executable.name": "orders-svc"} {

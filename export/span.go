@@ -47,31 +47,40 @@ const maxSpanEvents = 128
 // exists (network.*, process.*, code.*, container.id, k8s.pod.uid), else
 // ours under timeout.* and tcp.*.
 const (
-	attrEventType       = "event.type"
-	attrCause           = "timeout.cause"
-	attrExpiry          = "timeout.expiry"
-	attrDeadline        = "timeout.deadline"
-	attrDetail          = "timeout.detail"
-	attrDurationMs      = "timeout.duration_ms"
-	attrBudgetMs        = "timeout.budget_ms"
-	attrChildren        = "timeout.children"
-	attrClass           = "timeout.class"
-	attrConfidence      = "timeout.confidence"
-	attrSummary         = "timeout.summary"
-	attrNote            = "timeout.note"
-	attrTraceSource     = "timeout.trace_source"
-	attrTraceNote       = "timeout.trace_note"
-	attrGoroutine       = "timeout.goroutine"
-	attrPeerAddr        = "network.peer.address"
-	attrPeerPort        = "network.peer.port"
-	attrLocalAddr       = "network.local.address"
-	attrLocalPort       = "network.local.port"
-	attrTransport       = "network.transport"
-	attrPID             = "process.pid"
-	attrExecutable      = "process.executable.name"
-	attrCodeFunction    = "code.function"
-	attrCodeFile        = "code.filepath"
-	attrCodeLine        = "code.lineno"
+	attrEventType   = "event.type"
+	attrCause       = "timeout.cause"
+	attrExpiry      = "timeout.expiry"
+	attrDeadline    = "timeout.deadline"
+	attrDetail      = "timeout.detail"
+	attrDurationMs  = "timeout.duration_ms"
+	attrBudgetMs    = "timeout.budget_ms"
+	attrChildren    = "timeout.children"
+	attrClass       = "timeout.class"
+	attrConfidence  = "timeout.confidence"
+	attrSummary     = "timeout.summary"
+	attrNote        = "timeout.note"
+	attrTraceSource = "timeout.trace_source"
+	attrTraceNote   = "timeout.trace_note"
+	attrGoroutine   = "timeout.goroutine"
+	attrPeerAddr    = "network.peer.address"
+	attrPeerPort    = "network.peer.port"
+	attrLocalAddr   = "network.local.address"
+	attrLocalPort   = "network.local.port"
+	attrTransport   = "network.transport"
+	attrPID         = "process.pid"
+	attrExecutable  = "process.executable.name"
+	// The code.* names of semantic conventions 1.30 and later; the older
+	// ones (code.function, code.filepath, code.lineno) are still set, for
+	// the queries and dashboards that read them.
+	attrCodeFunctionName = "code.function.name"
+	attrCodeFilePath     = "code.file.path"
+	attrCodeLineNumber   = "code.line.number"
+	attrCodeFunction     = "code.function"
+	attrCodeFile         = "code.filepath"
+	attrCodeLine         = "code.lineno"
+	// attrRetransmitType is the proposed network.tcp.retransmit.type, on
+	// the span events of retransmits it has a value for.
+	attrRetransmitType  = "network.tcp.retransmit.type"
 	attrContainerID     = "container.id"
 	attrPodUID          = "k8s.pod.uid"
 	attrPodName         = "k8s.pod.name"
@@ -103,6 +112,23 @@ const (
 // context's own timer expired (a parent's expiry is reported once, on the
 // parent, with timeout.children counting the contexts it took down).
 const causeContextDeadline = "context_deadline"
+
+// errorTypeTimeout is the span's error.type.
+const errorTypeTimeout = "timeout"
+
+// retransmitType is the proposed network.tcp.retransmit.type of a kernel
+// event kind, "" for kinds it has no value for.
+func retransmitType(kind string) string {
+	switch kind {
+	case "rto":
+		return "timeout"
+	case "fast_retransmit":
+		return "fast"
+	case "tlp":
+		return "tail_loss_probe"
+	}
+	return ""
+}
 
 // planSpan maps a report to its span.
 func planSpan(r *correlate.Report, p Process) spanPlan {
@@ -155,14 +181,17 @@ func planSpan(r *correlate.Report, p Process) spanPlan {
 		a = append(a, attribute.String(attrTraceNote, d.TraceNote))
 	}
 	if fn != "" {
-		a = append(a, attribute.String(attrCodeFunction, fn))
+		a = append(a, attribute.String(attrCodeFunctionName, fn), attribute.String(attrCodeFunction, fn))
 	}
 	if file != "" {
-		a = append(a, attribute.String(attrCodeFile, file))
+		a = append(a, attribute.String(attrCodeFilePath, file), attribute.String(attrCodeFile, file))
 	}
 	if line > 0 {
-		a = append(a, attribute.Int(attrCodeLine, line))
+		a = append(a, attribute.Int(attrCodeLineNumber, line), attribute.Int(attrCodeLine, line))
 	}
+	// The span is the failure itself: error.type, as semantic conventions
+	// put it on failed operations, with their own example value.
+	a = append(a, attribute.String(attrError, errorTypeTimeout))
 	if p.ContainerID != "" {
 		a = append(a, attribute.String(attrContainerID, p.ContainerID))
 	}
@@ -262,6 +291,9 @@ func timelineEvents(conns []correlate.Connection) []spanEvent {
 				attribute.String(attrCookie, "0x"+strconv.FormatUint(c.Cookie, 16)),
 			}
 			a = append(a, peerAttrs(c)...)
+			if rt := retransmitType(e.Kind); rt != "" {
+				a = append(a, attribute.String(attrRetransmitType, rt))
+			}
 			if e.Error != "" {
 				a = append(a, attribute.String(attrError, e.Error))
 			}
