@@ -55,14 +55,15 @@ func TestMetricsCountLocalTime(t *testing.T) {
 	if n := testutil.CollectAndCount(m.localLost); n != 2 {
 		t.Errorf("%d local series, want 2 (throttled, runqueue; no gc_pause)", n)
 	}
-	if v := testutil.ToFloat64(m.endings.WithLabelValues(serviceOf(t, m, &rep), "deadline_exceeded", "cpu_throttled")); v != 1 {
+	if v := testutil.ToFloat64(m.endings.WithLabelValues(serviceOf(t, m, &rep), "", "deadline_exceeded", "cpu_throttled")); v != 1 {
 		t.Errorf("endings with cause cpu_throttled = %v, want 1", v)
 	}
 }
 
 func serviceOf(t *testing.T, m *Metrics, r *correlate.Report) string {
 	t.Helper()
-	return m.service(m.cfg.Processes.Lookup(r.Deadline.PID, r.Deadline.Comm).ServiceName)
+	svc, _ := m.who(r.Deadline.PID, r.Deadline.Comm)
+	return svc
 }
 
 func TestTableShowsLocalFigures(t *testing.T) {

@@ -139,25 +139,25 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 		services: map[string]bool{}, peers: map[string]bool{}, reasons: map[string]bool{}, sides: newSocketSides(16384),
 		endings: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "context_endings_total",
 			Help: "Go contexts that ended by their deadline, by service, outcome (deadline_exceeded, expired_at_creation, parent_cancelled) and cause class."},
-			[]string{"service", "outcome", "cause"}),
+			[]string{"service", "namespace", "outcome", "cause"}),
 		budget: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "deadline_budget_seconds",
 			Help:    "Budget (deadline minus creation) of the contexts that expired, where their creation was seen (detail probes), by service.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}},
-			[]string{"service"}),
+			[]string{"service", "namespace"}),
 		remaining: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "call_deadline_remaining_seconds",
 			Help:    "Budget left in the caller's context when an outbound call was made (call probes, tracer trace --audit), by service and call kind.",
 			Buckets: []float64{0, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}},
-			[]string{"service", "call"}),
+			[]string{"service", "namespace", "call"}),
 		missing: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "calls_without_deadline_total",
 			Help: "Outbound calls made under a context with no deadline at all (deadline_missing; call probes, tracer trace --audit), by service and call kind."},
-			[]string{"service", "call"}),
+			[]string{"service", "namespace", "call"}),
 		hung: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "hung_calls_total",
 			Help: "Outbound calls without a deadline still waiting after --hang-after (hung_call; tracer trace --audit), by service and call kind."},
-			[]string{"service", "call"}),
+			[]string{"service", "namespace", "call"}),
 		localLost: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "timeout_local_lost_seconds",
 			Help:    "Time each expired context lost to local causes during its life (cgroup CPU throttling, run-queue delay, GC stop-the-world pauses), by service and kind.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}},
-			[]string{"service", "kind"}),
+			[]string{"service", "namespace", "kind"}),
 		retransmits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "tcp_retransmits_total",
 			Help: "TCP retransmits of traced processes' sockets, by kind (rto = the retransmission timer fired) and peer (address:server port)."},
 			[]string{"kind", "peer"}),
@@ -208,7 +208,7 @@ func (m *Metrics) Handler() http.Handler {
 // budget.
 func (m *Metrics) Export(r *correlate.Report) {
 	d := &r.Deadline
-	svc := m.service(m.cfg.Processes.Lookup(d.PID, d.Comm).ServiceName)
+	svc, ns := m.who(d.PID, d.Comm)
 	cause := string(r.Cause.Class)
 	if cause == "" {
 		cause = string(correlate.ClassUnknown)
@@ -217,12 +217,12 @@ func (m *Metrics) Export(r *correlate.Report) {
 	if d.Kind == event.ExpiredAtCreation {
 		outcome = "expired_at_creation"
 	}
-	m.endings.WithLabelValues(svc, outcome, cause).Inc()
+	m.endings.WithLabelValues(svc, ns, outcome, cause).Inc()
 	if d.Children > 0 {
-		m.endings.WithLabelValues(svc, "parent_cancelled", cause).Add(float64(d.Children))
+		m.endings.WithLabelValues(svc, ns, "parent_cancelled", cause).Add(float64(d.Children))
 	}
 	if b, ok := d.Budget(); ok && b >= 0 {
-		m.budget.WithLabelValues(svc).Observe(b.Seconds())
+		m.budget.WithLabelValues(svc, ns).Observe(b.Seconds())
 	}
 	if l := r.Cause.Local; l != nil {
 		for _, f := range []struct {
@@ -230,7 +230,7 @@ func (m *Metrics) Export(r *correlate.Report) {
 			v    *float64
 		}{{"throttled", l.ThrottledMs}, {"runqueue", l.RunqueueMs}, {"gc_pause", l.GCPauseMs}} {
 			if f.v != nil {
-				m.localLost.WithLabelValues(svc, f.kind).Observe(*f.v / 1000)
+				m.localLost.WithLabelValues(svc, ns, f.kind).Observe(*f.v / 1000)
 			}
 		}
 	}
@@ -239,28 +239,29 @@ func (m *Metrics) Export(r *correlate.Report) {
 // ObserveCall counts an outbound call: the budget its context had left,
 // or that it had no deadline at all.
 func (m *Metrics) ObserveCall(c *event.Call) {
-	svc, kind := m.callLabels(c)
+	svc, ns, kind := m.callLabels(c)
 	if !c.HasDeadline {
-		m.missing.WithLabelValues(svc, kind).Inc()
+		m.missing.WithLabelValues(svc, ns, kind).Inc()
 		return
 	}
-	m.remaining.WithLabelValues(svc, kind).Observe(c.Remaining.Seconds())
+	m.remaining.WithLabelValues(svc, ns, kind).Observe(c.Remaining.Seconds())
 }
 
 // ObserveHung counts a call without a deadline that is still waiting.
 func (m *Metrics) ObserveHung(c *event.Call) {
-	svc, kind := m.callLabels(c)
-	m.hung.WithLabelValues(svc, kind).Inc()
+	svc, ns, kind := m.callLabels(c)
+	m.hung.WithLabelValues(svc, ns, kind).Inc()
 }
 
-func (m *Metrics) callLabels(c *event.Call) (service, call string) {
+func (m *Metrics) callLabels(c *event.Call) (service, namespace, call string) {
 	call = c.Kind
 	switch call {
 	case "http", "grpc", "dial":
 	default:
 		call = "other"
 	}
-	return m.service(m.cfg.Processes.Lookup(c.PID, c.Comm).ServiceName), call
+	service, namespace = m.who(c.PID, c.Comm)
+	return service, namespace, call
 }
 
 // Close does nothing: the metrics live until the process ends.
@@ -341,11 +342,18 @@ func (m *Metrics) MissedRuns(source string, total func() (uint64, error)) {
 // timeout_tracer_otlp_queue_length.
 func (m *Metrics) WatchOTLP(stats func() OTLPStats) { m.sources.setOTLP(stats) }
 
-// service bounds the service label.
-func (m *Metrics) service(s string) string {
+// who is the service and namespace labels of process pid: the pair is
+// bounded (MaxServices), "other" in both past it. The namespace is the
+// pod's, "" outside Kubernetes: the same service name in two namespaces
+// is two series, never one.
+func (m *Metrics) who(pid uint32, comm string) (service, namespace string) {
+	p := m.cfg.Processes.Lookup(pid, comm)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.bounded(m.services, s, m.cfg.MaxServices, "service")
+	if m.bounded(m.services, p.PodNamespace+"/"+p.ServiceName, m.cfg.MaxServices, "service") == "other" {
+		return "other", "other"
+	}
+	return p.ServiceName, p.PodNamespace
 }
 
 func (m *Metrics) bounded(seen map[string]bool, v string, max int, label string) string {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 func tcpEv(kind event.TCPKind, cookie uint64, local, peer string, opts ...func(*event.TCP)) *event.TCP {
@@ -76,9 +77,9 @@ func TestMetricsCount(t *testing.T) {
 		want float64
 		what string
 	}{
-		{testutil.ToFloat64(m.endings.WithLabelValues("orders", "deadline_exceeded", "rto")), 1, "rto expiry"},
-		{testutil.ToFloat64(m.endings.WithLabelValues("orders", "parent_cancelled", "rto")), 2, "its children"},
-		{testutil.ToFloat64(m.endings.WithLabelValues("orders", "expired_at_creation", "local")), 1, "local expiry at creation"},
+		{testutil.ToFloat64(m.endings.WithLabelValues("orders", "", "deadline_exceeded", "rto")), 1, "rto expiry"},
+		{testutil.ToFloat64(m.endings.WithLabelValues("orders", "", "parent_cancelled", "rto")), 2, "its children"},
+		{testutil.ToFloat64(m.endings.WithLabelValues("orders", "", "expired_at_creation", "local")), 1, "local expiry at creation"},
 		{testutil.ToFloat64(m.retransmits.WithLabelValues("rto", "10.213.0.2:8080")), 3, "RTOs of a client socket: the peer's port"},
 		{testutil.ToFloat64(m.retransmits.WithLabelValues("fast_retransmit", "10.213.0.9:50051")), 1, "server socket: the local port"},
 		{testutil.ToFloat64(m.retransmits.WithLabelValues("tlp", "10.213.0.7:8080")), 1, "mid-life socket, peer port ephemeral: the local port"},
@@ -86,8 +87,8 @@ func TestMetricsCount(t *testing.T) {
 		{testutil.ToFloat64(m.connectFailures.WithLabelValues("10.213.0.3:443", "ECONNREFUSED")), 1, "refused"},
 		{testutil.ToFloat64(m.connectFailures.WithLabelValues("10.213.0.3:443", "aborted")), 1, "aborted"},
 		{testutil.ToFloat64(m.suppressed), 5, "suppressed"},
-		{testutil.ToFloat64(m.missing.WithLabelValues("orders", "http")), 1, "call without deadline"},
-		{testutil.ToFloat64(m.hung.WithLabelValues("orders", "http")), 1, "hung call"},
+		{testutil.ToFloat64(m.missing.WithLabelValues("orders", "", "http")), 1, "call without deadline"},
+		{testutil.ToFloat64(m.hung.WithLabelValues("orders", "", "http")), 1, "hung call"},
 		{testutil.ToFloat64(m.attached), 1, "attached"},
 	} {
 		if c.got != c.want {
@@ -96,10 +97,10 @@ func TestMetricsCount(t *testing.T) {
 	}
 	body := scrape(t, m)
 	for _, line := range []string{
-		`timeout_tracer_deadline_budget_seconds_count{service="orders"} 2`,
-		`timeout_tracer_deadline_budget_seconds_bucket{service="orders",le="1"} 0`,
-		`timeout_tracer_deadline_budget_seconds_bucket{service="orders",le="2.5"} 2`,
-		`timeout_tracer_call_deadline_remaining_seconds_bucket{call="http",service="orders",le="0.05"} 1`,
+		`timeout_tracer_deadline_budget_seconds_count{namespace="",service="orders"} 2`,
+		`timeout_tracer_deadline_budget_seconds_bucket{namespace="",service="orders",le="1"} 0`,
+		`timeout_tracer_deadline_budget_seconds_bucket{namespace="",service="orders",le="2.5"} 2`,
+		`timeout_tracer_call_deadline_remaining_seconds_bucket{call="http",namespace="",service="orders",le="0.05"} 1`,
 		`timeout_tracer_ringbuffer_lost_events_total{source="tcp"} 7`,
 		`timeout_tracer_ringbuffer_lost_events_total{source="go"} 0`,
 		`timeout_tracer_bpf_missed_runs_total{source="tcp"} 5`,
@@ -143,7 +144,7 @@ func TestMetricsLabelBounds(t *testing.T) {
 		r.Deadline.PID, r.Deadline.Comm = 99, comm
 		m.Export(&r)
 	}
-	if v := testutil.ToFloat64(m.endings.WithLabelValues("other", "deadline_exceeded", "rto")); v != 2 {
+	if v := testutil.ToFloat64(m.endings.WithLabelValues("other", "other", "deadline_exceeded", "rto")); v != 2 {
 		t.Errorf("services beyond the bound: %v, want 2 under other", v)
 	}
 	if v := testutil.ToFloat64(m.overflow.WithLabelValues("peer")) + testutil.ToFloat64(m.overflow.WithLabelValues("service")); v != 8+2 {
@@ -190,5 +191,35 @@ func TestMetricsBuildInfo(t *testing.T) {
 	}
 	if err := testutil.GatherAndCompare(NewMetrics(MetricsConfig{}).Registry(), strings.NewReader("# HELP timeout_tracer_build_info Always 1: the tracer's version and the Go release that built it, as labels (join it on instance to tell versions apart during a rollout).\n# TYPE timeout_tracer_build_info gauge\n"+fmt.Sprintf("timeout_tracer_build_info{goversion=%q,version=\"dev\"} 1\n", runtime.Version())), "timeout_tracer_build_info"); err != nil {
 		t.Error(err)
+	}
+}
+
+// Two workloads running the same executable in two namespaces are two
+// services: the pod's app label names each, the namespace keeps them
+// apart; the process's own OTEL_SERVICE_NAME comes first.
+func TestMetricsServiceAndNamespaceFromThePod(t *testing.T) {
+	procs := NewProcesses(0)
+	procs.Add(ProcessOf(workload.Identity{PID: 10, ExeName: "server", Namespace: "shop", Pod: "cart-1",
+		App: workload.PodApp(map[string]string{"app.kubernetes.io/name": "cart", "app": "old"})}))
+	procs.Add(ProcessOf(workload.Identity{PID: 11, ExeName: "server", Namespace: "bank", Pod: "cart-2",
+		App: workload.PodApp(map[string]string{"app": "cart"})}))
+	procs.Add(ProcessOf(workload.Identity{PID: 12, ExeName: "server", Namespace: "bank", App: "cart",
+		Service: workload.Service{Name: "ledger"}}))
+	m := NewMetrics(MetricsConfig{Processes: procs})
+	for _, pid := range []uint32{10, 11, 11, 12} {
+		rep := sampleReport()
+		rep.Deadline.PID, rep.Deadline.Children = pid, 0
+		m.Export(&rep)
+	}
+	for _, c := range []struct {
+		svc, ns string
+		want    float64
+	}{{"cart", "shop", 1}, {"cart", "bank", 2}, {"ledger", "bank", 1}} {
+		if v := testutil.ToFloat64(m.endings.WithLabelValues(c.svc, c.ns, "deadline_exceeded", "rto")); v != c.want {
+			t.Errorf("endings{service=%q,namespace=%q} = %v, want %v", c.svc, c.ns, v, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.endings); n != 3 {
+		t.Errorf("%d endings series, want 3", n)
 	}
 }

@@ -41,6 +41,11 @@ func ProcessOf(id workload.Identity) Process {
 	if p.Executable == "" {
 		p.Executable = id.Comm
 	}
+	if p.ServiceName == "" {
+		// The pod's application name before the executable's: two
+		// workloads running the same binary are two services.
+		p.ServiceName = id.App
+	}
 	return p.named()
 }
 

@@ -77,6 +77,9 @@ type Identity struct {
 	// caller; empty when unknown.
 	Namespace string
 	Pod       string
+	// App is the pod's application name, from its labels
+	// app.kubernetes.io/name, else app (PodApp); empty when unknown.
+	App string
 	// Service is what the process names itself in its OpenTelemetry
 	// environment, filled by the caller with ReadService when it attaches
 	// (Identify does not read the environment of every process it looks
@@ -156,4 +159,13 @@ func procError(pid int, op string, err error) error {
 		return fmt.Errorf("identify process %d: %w", pid, ErrGone)
 	}
 	return fmt.Errorf("identify process %d: %s: %w", pid, op, err)
+}
+
+// PodApp is the application name a pod's labels give: the recommended
+// app.kubernetes.io/name, else the older app; "" when neither is set.
+func PodApp(labels map[string]string) string {
+	if v := labels["app.kubernetes.io/name"]; v != "" {
+		return v
+	}
+	return labels["app"]
 }

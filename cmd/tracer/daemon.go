@@ -280,9 +280,9 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 		Sink:     sink,
 		Admit:    filter.Match,
 		NeedsPod: filter.NeedsPod() && pods.Enabled(),
-		Pod: func(uid string) (string, string, bool) {
+		Pod: func(uid string) (agent.Pod, bool) {
 			p, ok := pods.Lookup(uid)
-			return p.Name, p.Namespace, ok
+			return agent.Pod{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels}, ok
 		},
 		MaxProcesses: f.maxProcesses,
 		ProcRoot:     f.procRoot,
@@ -292,6 +292,7 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 	// Each process's identity is resolved once, when it is attached, and
 	// the exporters carry it: they read no /proc.
 	cfg.OnAttach = func(id agent.Identity, _ time.Duration) { ex.procs.Add(export.ProcessOf(id)) }
+	cfg.OnNamed = func(id agent.Identity) { ex.procs.Add(export.ProcessOf(id)) }
 	if m := ex.metrics; m != nil {
 		cfg.OnAttach = func(id agent.Identity, since time.Duration) {
 			ex.procs.Add(export.ProcessOf(id))

@@ -42,7 +42,7 @@ type Config struct {
 	Identify func(pid int) (Identity, error)
 	// Pod names a pod by UID (the Kubernetes watch); nil or not found
 	// leaves reports with the pod's UID only. It must not block.
-	Pod func(uid string) (name, namespace string, ok bool)
+	Pod func(uid string) (Pod, bool)
 	// NeedsPod: the admission looks at pod names, so a process in a pod
 	// not known yet is looked at again on the next rescan.
 	NeedsPod bool
@@ -62,6 +62,10 @@ type Config struct {
 	// Hooks for metrics; each may be nil.
 	OnAttach func(id Identity, sinceExec time.Duration)
 	OnDetach func(id Identity)
+	// OnNamed, if set, is called when a process's pod is named after its
+	// attach (the Kubernetes watch did not know the pod yet), with the
+	// identity as now known.
+	OnNamed func(id Identity)
 	OnSkip   func(id Identity, reason string)
 }
 
@@ -445,13 +449,20 @@ func (a *Agent) detach(pid int, why string) {
 	}
 }
 
-// name fills the pod's name and namespace from the Kubernetes watch.
+// Pod is what the Kubernetes watch knows of a pod.
+type Pod struct {
+	Name, Namespace string
+	Labels          map[string]string // read only
+}
+
+// name fills the pod's name, namespace and application from the
+// Kubernetes watch.
 func (a *Agent) name(id *Identity) {
 	if a.cfg.Pod == nil || id.PodUID == "" || id.Pod != "" {
 		return
 	}
-	if n, ns, ok := a.cfg.Pod(id.PodUID); ok {
-		id.Pod, id.Namespace = n, ns
+	if p, ok := a.cfg.Pod(id.PodUID); ok {
+		id.Pod, id.Namespace, id.App = p.Name, p.Namespace, workload.PodApp(p.Labels)
 	}
 }
 
@@ -469,10 +480,13 @@ func (a *Agent) enrich(r *correlate.Report) {
 		if e.id.Pod != "" {
 			a.mu.Lock()
 			if cur, ok := a.ids[int(r.Deadline.PID)]; ok {
-				cur.id.Pod, cur.id.Namespace = e.id.Pod, e.id.Namespace
+				cur.id.Pod, cur.id.Namespace, cur.id.App = e.id.Pod, e.id.Namespace, e.id.App
 				a.ids[int(r.Deadline.PID)] = cur
 			}
 			a.mu.Unlock()
+			if a.cfg.OnNamed != nil {
+				a.cfg.OnNamed(e.id)
+			}
 		}
 	}
 	r.ContainerID, r.PodUID = e.id.ContainerID, e.id.PodUID
