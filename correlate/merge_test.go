@@ -3,6 +3,7 @@ package correlate
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -205,6 +206,36 @@ func TestDelayedSourceSameVerdicts(t *testing.T) {
 					t.Errorf("%s, source %d delayed: report %d differs:\n got %s\nwant %s", path, delayed, i, gotJ[i], wantJ[i])
 				}
 			}
+		}
+	}
+}
+
+// With Keep (the node agent), the kernel TCP events of processes it does
+// not keep reach neither the join nor, unless KernelAll, Output.Kernel:
+// the TCP metrics count the traced processes' sockets (and sockets of no
+// known owner, which the join keeps too).
+func TestStreamKernelFollowsKeep(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		var kernel, events []uint32
+		out := Outputs{
+			KernelFunc: func(e *event.TCP) error { kernel = append(kernel, e.PID); return nil },
+			EventFunc:  func(ev event.Any) error { events = append(events, ev.(*event.TCP).PID); return nil },
+		}
+		s, err := NewStream(StreamConfig{Keep: func(pid uint32) bool { return pid == 7 }, KernelAll: all}, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, pid := range []uint32{7, 8, 0} {
+			if err := s.Push(&event.TCP{Mono: uint64(i+1) * 1000, PID: pid, Kind: event.TCPRTO, Cookie: uint64(i + 1)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantKernel := []uint32{7, 0}
+		if all {
+			wantKernel = []uint32{7, 8, 0}
+		}
+		if fmt.Sprint(kernel) != fmt.Sprint(wantKernel) || fmt.Sprint(events) != "[7 0]" {
+			t.Errorf("KernelAll %v: kernel %v, want %v; events %v, want [7 0]", all, kernel, wantKernel, events)
 		}
 	}
 }

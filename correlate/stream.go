@@ -8,8 +8,9 @@ import (
 // method may be nil-safe no-op in an implementation; an error stops the
 // stream's current call and is returned by it.
 type Output interface {
-	// Kernel gets every kernel TCP event (activity samples included),
-	// whichever process it belongs to: the node-wide view metrics count.
+	// Kernel gets every kernel TCP event (activity samples included) of
+	// the processes StreamConfig.Keep keeps, or of every process with
+	// StreamConfig.KernelAll: what the TCP metrics count.
 	Kernel(*event.TCP) error
 	// Event gets every event the join sees (after StreamConfig.Keep),
 	// calls and marks included: what a recording holds.
@@ -29,6 +30,10 @@ type StreamConfig struct {
 	// kernel collector sees every process, the reports concern the traced
 	// ones (and sockets of no known owner, pid 0, which are always kept).
 	Keep func(pid uint32) bool
+	// KernelAll hands Output.Kernel every kernel TCP event, Keep or not
+	// (the node-wide TCP metrics, an opt-in); otherwise it gets the events
+	// Keep keeps.
+	KernelAll bool
 }
 
 // Stream is everything after the merge of the ring buffers, in one pure,
@@ -71,10 +76,13 @@ func (s *Stream) Now() uint64 { return s.now }
 func (s *Stream) Push(ev event.Any) error {
 	s.now = max(s.now, ev.MonoTime())
 	if t, ok := ev.(*event.TCP); ok {
-		if err := s.out.Kernel(t); err != nil {
-			return err
+		kept := s.cfg.Keep == nil || t.PID == 0 || s.cfg.Keep(t.PID)
+		if kept || s.cfg.KernelAll {
+			if err := s.out.Kernel(t); err != nil {
+				return err
+			}
 		}
-		if s.cfg.Keep != nil && t.PID != 0 && !s.cfg.Keep(t.PID) {
+		if !kept {
 			// Not a traced process: only the audit's peer table learns
 			// from it (a traced process's call may use that connection).
 			return s.auditLines(auditPush(s.audit, ev))

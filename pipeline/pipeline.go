@@ -45,8 +45,12 @@ type Config struct {
 	Local LocalConfig
 	// Storm is the storm guard's policy (see package storm) for a process
 	// traced alone (Start); the zero value disables it.
-	Storm  storm.Policy
-	Logger *slog.Logger
+	Storm storm.Policy
+	// KernelAll (StartNode) hands the sink's Kernel every kernel TCP event
+	// of the node, traced processes or not (node-wide TCP metrics);
+	// otherwise only the traced processes' (and sockets of no known owner).
+	KernelAll bool
+	Logger    *slog.Logger
 }
 
 // Pipeline is one traced process (Start), or every traced process of the
@@ -225,6 +229,7 @@ func (p *Pipeline) corrStart() (err error) {
 		// The node's kernel collector sees every process: only the traced
 		// ones (and sockets of no known owner) concern reports.
 		cfg.Keep = p.Traced
+		cfg.KernelAll = p.cfg.KernelAll
 	}
 	p.stream, err = correlate.NewStream(cfg, p.sink)
 	p.merge = correlate.NewMerge(nSources)

@@ -28,6 +28,7 @@ type daemonFlags struct {
 	export           exportFlags
 	audit            bool
 	hangAfter        time.Duration
+	metricsNodeTCP   bool
 	config           string
 	logFormat        string
 	output           string
@@ -106,6 +107,7 @@ Every flag can also come from --config, a YAML file of flag names and values
 	fl.DurationVar(&f.storm.Cooldown, "storm-cooldown", f.storm.Cooldown, "storm guard: how long probes stay detached after a storm trips the guard")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "on SIGTERM, detach and flush within this long, then exit anyway")
 	fl.DurationVar(&f.rescan, "rescan", 30*time.Second, "scan /proc again this often (processes whose exec event was lost)")
+	fl.BoolVar(&f.metricsNodeTCP, "metrics-node-tcp", false, "count the TCP metrics (retransmits, resets, connect failures, RTT) of every socket of the node, not only the traced processes'")
 	fl.BoolVar(&f.audit, "audit", false, "attach the outbound-call probes to every traced process (a trap per HTTP call and gRPC stream) and report calls made with no deadline at all (deadline_missing) and calls without one still waiting after --hang-after (hung_call)")
 	fl.DurationVar(&f.hangAfter, "hang-after", 10*time.Second, "with --audit: report a call without a deadline still waiting after this long (hung_call)")
 	return cmd
@@ -275,7 +277,7 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 	}
 	defer pods.Close()
 	cfg := agent.Config{
-		Pipeline: pipeline.Config{Detail: f.detail, Policy: f.policy, Logger: log, Audit: f.audit, HangAfter: f.hangAfter,
+		Pipeline: pipeline.Config{Detail: f.detail, Policy: f.policy, Logger: log, Audit: f.audit, HangAfter: f.hangAfter, KernelAll: f.metricsNodeTCP,
 			Local: pipeline.LocalConfig{Mode: f.local, CgroupRoot: f.cgroupRoot}, Storm: f.storm},
 		Sink:     sink,
 		Admit:    filter.Match,

@@ -66,7 +66,7 @@ type Config struct {
 	// attach (the Kubernetes watch did not know the pod yet), with the
 	// identity as now known.
 	OnNamed func(id Identity)
-	OnSkip   func(id Identity, reason string)
+	OnSkip  func(id Identity, reason string)
 }
 
 // Agent traces the Go processes of the node. Start it, Run it, Close it.
