@@ -37,6 +37,13 @@ type MetricsConfig struct {
 	// Version is the tracer's version, the build_info metric's label
 	// ("dev" when empty).
 	Version string
+	// PeerIdle is how long a peer may go without a TCP event before its
+	// series are removed and its slot freed for another (pods come and go:
+	// without it the first MaxPeers peers keep the slots forever and the
+	// rest count as "other"). Default 10m; negative: never.
+	PeerIdle time.Duration
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
 }
 
 // Metrics are the tracer's Prometheus metrics, on a registry of their own
@@ -108,12 +115,13 @@ type Metrics struct {
 	// was reached. Label: label (service, peer, reason). 3 series.
 	overflow *prometheus.CounterVec
 
-	mu       sync.Mutex
-	reasons  map[string]bool
-	services map[string]bool
-	peers    map[string]bool
-	sides    *socketSides
-	sources  *sourceCollector
+	mu        sync.Mutex
+	reasons   map[string]bool
+	services  map[string]bool
+	peers     map[string]time.Time // peer label → when last seen
+	peerSwept time.Time
+	sides     *socketSides
+	sources   *sourceCollector
 	// storm is registered by the first WatchStorm.
 	storm     *stormCollector
 	stormOnce sync.Once
@@ -128,6 +136,12 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	if cfg.MaxPeers <= 0 {
 		cfg.MaxPeers = 256
 	}
+	if cfg.PeerIdle == 0 {
+		cfg.PeerIdle = 10 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.EphemeralPorts == [2]uint16{} {
 		cfg.EphemeralPorts = [2]uint16{32768, 60999}
 	}
@@ -136,7 +150,7 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	}
 	m := &Metrics{
 		cfg: cfg, reg: prometheus.NewRegistry(),
-		services: map[string]bool{}, peers: map[string]bool{}, reasons: map[string]bool{}, sides: newSocketSides(16384),
+		services: map[string]bool{}, peers: map[string]time.Time{}, reasons: map[string]bool{}, sides: newSocketSides(16384),
 		endings: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "context_endings_total",
 			Help: "Go contexts that ended by their deadline, by service, outcome (deadline_exceeded, expired_at_creation, parent_cancelled) and cause class."},
 			[]string{"service", "namespace", "outcome", "cause"}),
@@ -401,7 +415,37 @@ func (m *Metrics) peerLabel(e *event.TCP) string {
 	if port != 0 {
 		label += ":" + strconv.Itoa(int(port))
 	}
-	return m.bounded(m.peers, label, m.cfg.MaxPeers, "peer")
+	return m.peer(label)
+}
+
+// peer bounds the peer label (m.mu held): a known peer is kept and
+// stamped; a new one takes a free slot, else the slot of a peer idle for
+// PeerIdle (its series removed), else counts as "other".
+func (m *Metrics) peer(label string) string {
+	now := m.cfg.Now()
+	if _, ok := m.peers[label]; ok {
+		m.peers[label] = now
+		return label
+	}
+	if len(m.peers) >= m.cfg.MaxPeers && m.cfg.PeerIdle > 0 && now.Sub(m.peerSwept) >= m.cfg.PeerIdle/10 {
+		// At most ten sweeps per idle time: a storm of new peers with
+		// every slot busy costs one scan, not one per event.
+		m.peerSwept = now
+		for p, seen := range m.peers {
+			if now.Sub(seen) >= m.cfg.PeerIdle {
+				delete(m.peers, p)
+				for _, v := range []*prometheus.CounterVec{m.retransmits, m.resets, m.connectFailures} {
+					v.DeletePartialMatch(prometheus.Labels{"peer": p})
+				}
+			}
+		}
+	}
+	if len(m.peers) >= m.cfg.MaxPeers {
+		m.overflow.WithLabelValues("peer").Inc()
+		return "other"
+	}
+	m.peers[label] = now
+	return label
 }
 
 func (m *Metrics) ephemeral(p uint16) bool {

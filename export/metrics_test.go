@@ -223,3 +223,38 @@ func TestMetricsServiceAndNamespaceFromThePod(t *testing.T) {
 		t.Errorf("%d endings series, want 3", n)
 	}
 }
+
+// A peer idle for PeerIdle gives its slot to a new one, its series
+// removed; a peer still talking keeps its own.
+func TestMetricsPeerIdleEviction(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	m := NewMetrics(MetricsConfig{MaxPeers: 2, PeerIdle: time.Minute, Now: func() time.Time { return now }, Processes: NewProcesses(0)})
+	rto := func(cookie uint64, peer string) { m.ObserveTCP(tcpEv(event.TCPRTO, cookie, "10.0.0.1:40000", peer)) }
+	rto(1, "10.1.0.1:443")
+	rto(2, "10.1.0.2:443")
+	now = now.Add(30 * time.Second)
+	rto(3, "10.1.0.3:443") // both slots busy, neither idle
+	if v := testutil.ToFloat64(m.retransmits.WithLabelValues("rto", "other")); v != 1 {
+		t.Fatalf("a third peer with both slots busy: other %v, want 1", v)
+	}
+	now = now.Add(60 * time.Second)
+	rto(2, "10.1.0.2:443") // still talking
+	now = now.Add(30 * time.Second)
+	rto(4, "10.1.0.4:443") // 10.1.0.1 idle for 2 min: its slot
+	body := scrape(t, m)
+	for _, want := range []string{`peer="10.1.0.2:443"`, `peer="10.1.0.4:443"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape lacks %s:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `peer="10.1.0.1:443"`) {
+		t.Errorf("the idle peer's series are still there:\n%s", body)
+	}
+	never := NewMetrics(MetricsConfig{MaxPeers: 1, PeerIdle: -1, Now: func() time.Time { return now }, Processes: NewProcesses(0)})
+	never.ObserveTCP(tcpEv(event.TCPRTO, 1, "10.0.0.1:40000", "10.1.0.1:443"))
+	now = now.Add(time.Hour)
+	never.ObserveTCP(tcpEv(event.TCPRTO, 2, "10.0.0.1:40000", "10.1.0.2:443"))
+	if v := testutil.ToFloat64(never.retransmits.WithLabelValues("rto", "other")); v != 1 {
+		t.Errorf("PeerIdle < 0: other %v, want 1 (no eviction)", v)
+	}
+}

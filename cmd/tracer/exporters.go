@@ -28,6 +28,7 @@ type exportFlags struct {
 	insecure      bool
 	metricsAddr   string
 	metricsLinger time.Duration
+	peerIdle      time.Duration
 }
 
 func (f *exportFlags) bind(fl *pflag.FlagSet) {
@@ -36,6 +37,7 @@ func (f *exportFlags) bind(fl *pflag.FlagSet) {
 	fl.StringVar(&f.protocol, "otlp-protocol", "", "OTLP protocol: grpc or http/protobuf (default: OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL, else http/protobuf)")
 	fl.BoolVar(&f.insecure, "otlp-insecure", false, "send OTLP in plaintext, without TLS")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address at /metrics (e.g. :9464)")
+	fl.DurationVar(&f.peerIdle, "metrics-peer-idle", 10*time.Minute, "remove a peer's TCP series after this long without an event, freeing its slot of the 256 (negative: never)")
 	fl.DurationVar(&f.metricsLinger, "metrics-linger", 0, "after tracing ends, keep serving /metrics this long, so a last scrape sees the final counts")
 }
 
@@ -70,7 +72,7 @@ func startExporters(ctx context.Context, f *exportFlags, log *slog.Logger, stder
 		}
 	}()
 	if f.metricsAddr != "" {
-		e.metrics = export.NewMetrics(export.MetricsConfig{Processes: e.procs, EphemeralPorts: localPortRange(), Version: version})
+		e.metrics = export.NewMetrics(export.MetricsConfig{Processes: e.procs, EphemeralPorts: localPortRange(), Version: version, PeerIdle: f.peerIdle})
 		if e.srv, err = export.Serve(f.metricsAddr, e.metrics, log); err != nil {
 			return nil, err
 		}
