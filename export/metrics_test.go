@@ -258,3 +258,25 @@ func TestMetricsPeerIdleEviction(t *testing.T) {
 		t.Errorf("PeerIdle < 0: other %v, want 1 (no eviction)", v)
 	}
 }
+
+// The scrape passes promlint (Prometheus's own naming and help checks),
+// with every series fed, the losses, the storm guard and the OTLP
+// counters registered: what a ServiceMonitor would pull from the daemon.
+func TestMetricsPromlintEverySource(t *testing.T) {
+	m := newTestMetrics(t)
+	feedAll(m)
+	m.LostEvents("tcp", func() (uint64, error) { return 1, nil })
+	m.MissedRuns("go", func() (uint64, error) { return 2, nil })
+	m.WatchStorm(func() StormStats { return StormStats{Trips: 1} })
+	m.WatchOTLP(func() OTLPStats { return OTLPStats{Exported: 3} })
+	m.Attached(1)
+	m.ProcessSkipped("excluded_exe")
+	m.ObserveAttach(50 * time.Millisecond)
+	problems, err := promlint.New(strings.NewReader(scrape(t, m))).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
