@@ -104,6 +104,7 @@ type Pipeline struct {
 	// last looked; stormSnap its counters for other goroutines.
 	guard     *storm.Guard
 	guardAt   time.Time
+	auditShed bool // the guard took the call probes off (control loop only)
 	stormMu   sync.Mutex
 	stormSnap storm.Stats
 	// exeGuards are node mode's storm guards, one per executable file

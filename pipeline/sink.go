@@ -32,9 +32,11 @@ type Sink interface {
 type Switch struct {
 	Time time.Time
 	PID  uint32
-	// Storm: the storm guard detached (On) or reattached the probes;
-	// otherwise the detail tier went on or off.
+	// Storm: the storm guard detached (On) or reattached the probes —
+	// with Shed only the detail tier and the call probes, the cold tier
+	// staying; otherwise the detail tier went on or off.
 	Storm  bool
+	Shed   bool
 	On     bool
 	Reason string
 }
@@ -192,7 +194,12 @@ func (l SwitchLines) Switch(s Switch) error {
 	switch {
 	case s.Storm:
 		state := "probes reattached"
-		if s.On {
+		switch {
+		case s.Shed && s.On:
+			state = "detail and call probes detached (cold tier kept)"
+		case s.Shed:
+			state = "detail and call probes may come back"
+		case s.On:
 			state = "probes detached"
 		}
 		_, err := fmt.Fprintf(l.W, "storm guard: %s for pid %d: %s\n", state, s.PID, s.Reason)
@@ -216,7 +223,7 @@ type LogSwitches struct {
 
 func (l LogSwitches) Switch(s Switch) error {
 	if s.Storm {
-		l.Log.Warn("storm guard", "pid", s.PID, "probes_detached", s.On, "reason", s.Reason)
+		l.Log.Warn("storm guard", "pid", s.PID, "probes_detached", s.On, "shed_only", s.Shed, "reason", s.Reason)
 	} else {
 		l.Log.Info("detail probes switched", "pid", s.PID, "on", s.On, "reason", s.Reason)
 	}
@@ -245,6 +252,6 @@ func (p *Pipeline) ExportLosses(m *export.Metrics) {
 	})
 	m.WatchStorm(func() export.StormStats {
 		s := p.StormStats()
-		return export.StormStats{Trips: s.Trips, DetachedSeconds: s.Detached.Seconds(), UnseenEstimate: s.UnseenEstimate}
+		return export.StormStats{Trips: s.Trips, DetachedSeconds: s.Detached.Seconds(), UnseenEstimate: s.UnseenEstimate, Sheds: s.Sheds}
 	})
 }

@@ -25,10 +25,25 @@ func (p *Pipeline) guardTick(now time.Time) {
 		p.log.Warn("storm guard: probe counters unreadable", "err", err)
 		return
 	}
-	d, reason := p.guard.Tick(now, s.UprobeHits(), s.ExpiryHits)
+	extra := p.goP.Detail() || (p.cfg.Audit && !p.auditShed)
+	d, reason := p.guard.TickShedding(now, s.UprobeHits(), s.ExpiryHits, extra)
 	pid := uint32(p.cfg.PID)
 	ps := p.proc(pid)
 	switch d {
+	case storm.Shed:
+		p.log.Warn("storm guard: detail and call probes detached", "pid", p.cfg.PID, "reason", reason)
+		if ps != nil && p.goP.Detail() {
+			p.switchDetail(ps, false, "storm guard: shed")
+		}
+		p.shedAudit(true)
+		p.emit(Switch{Time: now, PID: pid, Storm: true, Shed: true, On: true, Reason: reason})
+	case storm.Unshed:
+		p.log.Info("storm guard: detail and call probes may come back", "pid", p.cfg.PID, "reason", reason)
+		p.shedAudit(false)
+		if ps != nil && (p.cfg.Detail == "always" || (p.cfg.Detail == "auto" && ps.ctl.On())) {
+			p.switchDetail(ps, true, "storm guard hold over")
+		}
+		p.emit(Switch{Time: now, PID: pid, Storm: true, Shed: true, On: false, Reason: reason})
 	case storm.Detach:
 		p.log.Warn("storm guard: probes detached", "pid", p.cfg.PID, "reason", reason)
 		if err := p.goP.SetCold(false); err != nil {
@@ -40,6 +55,7 @@ func (p *Pipeline) guardTick(now time.Time) {
 		p.emit(Switch{Time: now, PID: pid, Storm: true, On: true, Reason: reason})
 	case storm.Resume:
 		p.log.Info("storm guard: probes reattached", "pid", p.cfg.PID, "reason", reason)
+		p.shedAudit(false)
 		if err := p.goP.SetCold(true); err != nil {
 			// Said, and tried again at the next tick: never silently unwatched.
 			p.log.Warn("storm guard: cold probes not reattached", "err", err)
@@ -52,6 +68,19 @@ func (p *Pipeline) guardTick(now time.Time) {
 		}
 		p.emit(Switch{Time: now, PID: pid, Storm: true, On: false, Reason: reason})
 	}
+}
+
+// shedAudit detaches (on) or reattaches the call probes of --audit while
+// the storm guard sheds (Start only; the control loop's goroutine).
+func (p *Pipeline) shedAudit(on bool) {
+	if !p.cfg.Audit || p.auditShed == on {
+		return
+	}
+	if err := p.goP.SetAudit(!on); err != nil {
+		p.log.Warn("storm guard: call probes not switched", "detached", on, "err", err)
+		return
+	}
+	p.auditShed = on
 }
 
 // snapStorm publishes the guard's counters for StormStats.
@@ -71,8 +100,9 @@ func (p *Pipeline) StormStats() storm.Stats {
 	return p.stormSnap
 }
 
-// stormTripped says whether the storm guard holds the probes detached.
-func (p *Pipeline) stormTripped() bool { return p.guard != nil && p.guard.Tripped() }
+// stormTripped says whether the storm guard holds the detail tier off
+// (every probe detached, or the detail and call probes shed).
+func (p *Pipeline) stormTripped() bool { return p.guard != nil && p.guard.Shedding() }
 
 // exeGuard is the storm guard of one executable file in node mode: the
 // cold probes are shared by the processes running it, so their traps come

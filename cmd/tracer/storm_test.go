@@ -227,3 +227,43 @@ func procStatus(pid int, key string) int64 {
 	}
 	return 0
 }
+
+// TestStormShedsDetailFirst: a busy client (hundreds of requests a second,
+// a sixth of them timing out) with the detail tier on traps 13-20 times
+// per request, far over the guard's limit, while its expiries alone are
+// well within it. The guard must shed the detail tier only: the cold tier
+// stays and every timeout the client logged is reported (before, every
+// probe came off: 80 timeouts logged, 10 reported).
+func TestStormShedsDetailFirst(t *testing.T) {
+	requireGoTracing(t)
+	server := []string{"http-server", "-addr", ":8080", "-delay-jitter", "60ms"}
+	client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "1500", "-concurrency", "16", "-timeout", "50ms", "-span", "before"}
+	run := runLabCmd(t, server, client, false, nil, []string{"trace", "--pid", "PID", "-o", "json", "--detail", "always",
+		"--storm-max-hits", "2000", "--storm-cooldown", "2s"})
+	expired := 0
+	for _, l := range run.client {
+		if l.Outcome == "deadline_exceeded" {
+			expired++
+		}
+	}
+	if expired < 50 {
+		t.Fatalf("%d requests timed out, want a sixth of 1500: %s", expired, run.stderr)
+	}
+	if !strings.Contains(run.stderr, "detail and call probes detached (cold tier kept)") {
+		t.Errorf("the guard never shed the detail tier:\n%s", run.stderr)
+	}
+	if strings.Contains(run.stderr, "storm guard: probes detached") {
+		t.Errorf("the guard took the cold tier off, with the expiries alone under its limit:\n%s", run.stderr)
+	}
+	t.Logf("%d timeouts logged, %d reported", expired, len(run.reports))
+	if len(run.reports) < expired {
+		t.Errorf("%d timeouts logged, %d reported", expired, len(run.reports))
+	}
+	m := totalsRe.FindStringSubmatch(run.stderr)
+	if m == nil {
+		t.Fatalf("no totals line: %s", run.stderr)
+	}
+	if m[6] != "0" {
+		t.Errorf("storm guard trips %s, want 0 (sheds only)", m[6])
+	}
+}

@@ -56,3 +56,37 @@ func TestGuardOff(t *testing.T) {
 		t.Error("the default policy does not validate")
 	}
 }
+
+// With the detail tier on and the cold hits alone within the limit, the
+// guard sheds the detail and call probes only, for the cool-down, and
+// lets them back; the cold tier comes off only when its own hits pass the
+// limit.
+func TestGuardShedsDetailFirst(t *testing.T) {
+	g := New(Policy{MaxHitsPerSec: 1000, Cooldown: 2 * time.Second})
+	t0 := time.Unix(1000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	steps := []struct {
+		at         time.Duration
+		hits, cold uint64
+		extra      bool
+		want       Decision
+		shedding   bool
+	}{
+		{0, 0, 0, true, Keep, false},
+		{time.Second, 5000, 300, true, Shed, true},          // 5000 hits/s, 300 cold: shed the detail tier
+		{2 * time.Second, 5600, 600, false, Keep, true},     // held; 600/s cold alone is fine
+		{3 * time.Second, 6200, 900, false, Unshed, false},  // the hold is over
+		{4 * time.Second, 11200, 1200, true, Shed, true},    // the detail tier came back, and the storm with it
+		{5 * time.Second, 12800, 2800, false, Detach, true}, // now the cold hits alone: 1600/s
+		{7 * time.Second, 12800, 2800, false, Resume, false},
+	}
+	for _, s := range steps {
+		d, reason := g.TickShedding(at(s.at), s.hits, s.cold, s.extra)
+		if d != s.want || g.Shedding() != s.shedding {
+			t.Fatalf("at %v: %v (%q), shedding %v; want %v, shedding %v", s.at, d, reason, g.Shedding(), s.want, s.shedding)
+		}
+	}
+	if st := g.Stats(at(8 * time.Second)); st.Sheds != 2 || st.Trips != 1 || st.Detached != 2*time.Second {
+		t.Errorf("stats %+v, want 2 sheds, 1 trip, 2s detached", st)
+	}
+}
