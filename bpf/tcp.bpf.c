@@ -187,6 +187,19 @@ struct {
 	__type(value, __u64);
 } act_epoch SEC(".maps");
 
+/*
+ * Sockets older than the collector that userspace adopted for a traced
+ * process (AdoptSockets), by cookie: looked up only when an event's socket
+ * has no owner yet, and deleted once its entry in socks carries the owner.
+ * socks is keyed by the socket's address, which userspace cannot know.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct tt_owner);
+} adopted SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -547,6 +560,23 @@ static __always_inline void emit(const struct sock *sk, struct tt_sock *owner, _
 static __always_inline struct tt_sock *event_sock(const struct sock *sk, bool btf, bool *pass)
 {
 	struct tt_sock *s = sock_get(sk, btf, target_tgid == 0);
+	if (!s || !s->tgid) {
+		/* A socket older than the collector, adopted by userspace for
+		 * its process: it may never run a hook in that process's
+		 * context again (a connect in SYN retries, data in RTO backoff). */
+		__u64 id = s ? s->id : sock_id(sk, btf);
+		struct tt_owner *o = bpf_map_lookup_elem(&adopted, &id);
+		if (o) {
+			if (!s)
+				s = sock_get(sk, btf, true);
+			if (s) {
+				s->tgid = o->tgid;
+				s->cgroup_id = o->cgroup_id;
+				__builtin_memcpy(s->comm, o->comm, sizeof(s->comm));
+				bpf_map_delete_elem(&adopted, &id);
+			}
+		}
+	}
 	*pass = !target_tgid || (s && s->tgid == target_tgid);
 	return s;
 }

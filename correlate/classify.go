@@ -242,6 +242,12 @@ func (c *Correlator) decideProcess(cause *Cause, cands []*evidence, d *event.Dea
 	switch len(cands) {
 	case 0:
 		p := c.procs[d.PID]
+		if p != nil && p.oldConns > 0 && w.Start < p.oldAt && p.oldAt <= w.End {
+			cause.Class, cause.Confidence = ClassUnknown, None
+			cause.Summary = fmt.Sprintf("pid %d did no TCP I/O since it was attached, %s before the expiry, but held %s then, older than the tracer: what they were waiting on is unknown",
+				d.PID, fmtDur(w.End-p.oldAt), plural(int(p.oldConns), "connection", "connections"))
+			return
+		}
 		if p != nil && p.hasActivity && p.firstActivity <= w.End+uint64(c.cfg.Grace) {
 			cause.Class, cause.Confidence = ClassLocal, Probable
 			cause.Summary = fmt.Sprintf("pid %d did no TCP I/O %s: it waited on something local (pool, lock, queue)", d.PID, during(w))

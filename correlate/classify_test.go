@@ -2,6 +2,7 @@ package correlate
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -335,5 +336,50 @@ func TestEvictedBindingsAreNotLocal(t *testing.T) {
 	// Pushed out: never local.
 	if r := build(40); r.Cause.Class == ClassLocal {
 		t.Errorf("40 later calls pushed the binding out and the deadline was called local: %s (%s)", r.Cause.Summary, r.Cause.Note)
+	}
+}
+
+// A process attached while it held connections: a window that began
+// before the attach cannot conclude "no TCP I/O" (those connections may be
+// stuck since before it, sending nothing more): unknown, saying why. A
+// window that began after the attach, or a process that held none, is
+// local as before.
+func TestHeldAtAttachIsNotLocal(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		held    int
+		created float64 // the deadline's creation (ms); attach at 4800
+		want    Class
+	}{
+		{"held, window before the attach", 2, 4700, ClassUnknown},
+		{"held, window after the attach", 2, 4900, ClassLocal},
+		{"none held", 0, 4700, ClassLocal},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sc := newScenario("t", "")
+			sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.3:80", 100*time.Microsecond).act(0, 0, true)
+			sc.deadline(10, "app", c.created, 300, 7, at)
+			co, err := New(Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []Report
+			for i, ev := range sc.events() {
+				if i == 1 { // after the activity sample: the attach
+					co.HeldAtAttach(10, c.held, mono(4800))
+				}
+				out = append(out, co.Push(ev)...)
+			}
+			out = append(out, co.Flush()...)
+			if len(out) != 1 {
+				t.Fatalf("%d reports", len(out))
+			}
+			if out[0].Cause.Class != c.want {
+				t.Errorf("%s (%s), want %s", out[0].Cause.Class, out[0].Cause.Summary, c.want)
+			}
+			if c.want == ClassUnknown && !strings.Contains(out[0].Cause.Summary, "held 2 connections then, older than the tracer") {
+				t.Errorf("summary %q", out[0].Cause.Summary)
+			}
+		})
 	}
 }

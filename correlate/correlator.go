@@ -302,6 +302,20 @@ func (c *Correlator) onBinding(b *event.Binding) {
 	}
 }
 
+// HeldAtAttach declares that process pid held n TCP connections when it
+// was attached at mono: connections older than the tracer, whose past it
+// did not see. A window that began before mono cannot conclude "no TCP
+// I/O" for it (a connect in SYN retries, data in RTO backoff since before
+// the attach, may send nothing more), so such a timeout is unknown rather
+// than local.
+func (c *Correlator) HeldAtAttach(pid uint32, n int, mono uint64) {
+	p := c.procFor(pid, mono)
+	if p == nil || n <= 0 {
+		return
+	}
+	p.oldConns, p.oldAt = uint32(min(n, 1<<31)), mono
+}
+
 func clampU32(v int64) uint32 {
 	return uint32(min(max(v, 0), 1<<32-1))
 }

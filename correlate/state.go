@@ -131,6 +131,10 @@ type proc struct {
 	// Activity seen for the process: the activity producer covers it.
 	hasActivity   bool
 	firstActivity uint64
+	// oldConns is how many TCP connections the process held when it was
+	// attached (HeldAtAttach), at oldAt: what they did before is unknown.
+	oldConns uint32
+	oldAt    uint64
 	// Outbound-call bindings seen for the process: the call probes cover it.
 	hasReq          bool
 	reqFirst        uint64

@@ -118,6 +118,10 @@ type Pipeline struct {
 type procState struct {
 	probes *goprobe.Process
 	ctl    *adaptive.Controller
+	// heldAtAttach is how many TCP connections the process held when it
+	// was attached, at attachedAt (for the correlator: HeldAtAttach).
+	heldAtAttach int
+	attachedAt   uint64
 	// goidOff is runtime.g.goid's offset in the binary (-1: unknown). The
 	// kernel's send/receive hooks read the goroutine doing the I/O only
 	// while the detail tier is on: a goroutine binding is used only for a
@@ -298,12 +302,16 @@ func (p *Pipeline) track(g *goprobe.Process) error {
 	}
 	// Connections its listeners accept are attributed to the process from
 	// their handshake (the kernel side records listeners at listen(); these
-	// predate the collector).
-	if n, err := p.tcp.AdoptListeners(pid, p.cgroups.Of(int(pid))); err != nil {
-		p.log.Warn("listening sockets not adopted: connections they accept are attributed at their first send", "pid", pid, "err", err)
-	} else if n > 0 {
-		p.log.Debug("listening sockets adopted", "pid", pid, "listeners", n)
+	// predate the collector), and its connections older than the collector
+	// from now on (their retransmits had no owner: "no TCP I/O", local).
+	nl, nc, err := p.tcp.AdoptSockets(pid, p.cgroups.Of(int(pid)))
+	if err != nil {
+		p.log.Warn("sockets older than the tracer not adopted: their events are attributed at their next send", "pid", pid, "err", err)
+		nc = 1 // unknown: as if it held one
+	} else if nl > 0 || nc > 0 {
+		p.log.Debug("sockets adopted", "pid", pid, "listeners", nl, "connections", nc)
 	}
+	ps.heldAtAttach, ps.attachedAt = nc, tick.Mono()
 	if p.cfg.Audit {
 		if err := g.SetAudit(true); err != nil {
 			if !p.node {
@@ -340,6 +348,9 @@ func (p *Pipeline) watchAdded() {
 	now := tick.Mono()
 	for _, pid := range added {
 		p.stream.Correlator().WatchActivity(pid, now)
+		if ps := p.proc(pid); ps != nil {
+			p.stream.Correlator().HeldAtAttach(pid, ps.heldAtAttach, ps.attachedAt)
+		}
 	}
 }
 

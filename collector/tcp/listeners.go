@@ -20,6 +20,14 @@ type listener struct {
 	port  uint16
 }
 
+// A connected (or connecting) TCP socket of a process: its cookie, network
+// namespace and local port.
+type conn struct {
+	cookie uint64
+	netns  uint32
+	port   uint16
+}
+
 // AdoptListeners records process pid as the owner of the listening TCP
 // (and MPTCP) sockets it holds now, so that connections they accept from
 // now on are attributed to it from their handshake. The kernel side
@@ -36,44 +44,64 @@ type listener struct {
 // listener (Go's default since 1.24) is not in it, only its subflow, whose
 // inode is not the process's descriptor.
 func (c *Collector) AdoptListeners(pid uint32, cgroupID uint64) (int, error) {
-	ls, err := listeningSockets(int(pid))
-	if err != nil || len(ls) == 0 {
-		return 0, err
+	n, _, err := c.AdoptSockets(pid, cgroupID)
+	return n, err
+}
+
+// AdoptSockets is AdoptListeners, and records pid as the owner of its
+// connected TCP sockets too, those the kernel side has no owner for yet: a
+// connection older than the collector that never sends again (its data
+// unacknowledged, in RTO backoff, a SYN unanswered) had its retransmits
+// reported with no process, and the process's timeouts read "no TCP I/O:
+// local". The first send in the owner's context corrects what this wrote.
+// It returns how many listeners and connections were recorded.
+func (c *Collector) AdoptSockets(pid uint32, cgroupID uint64) (listeners, conns int, err error) {
+	ls, cs, err := processSockets(int(pid))
+	if len(ls) == 0 && len(cs) == 0 {
+		return 0, 0, err
 	}
 	o := tcpTtOwner{Tgid: pid, CgroupId: cgroupID}
 	copy(o.Comm[:len(o.Comm)-1], collector.Comm(int(pid)))
 	c.goMu.Lock()
 	defer c.goMu.Unlock()
 	if c.closed {
-		return 0, errClosed
+		return 0, 0, errClosed
 	}
-	m := c.maps.Listeners
-	n := 0
 	for _, l := range ls {
 		// Replacing what the kernel side recorded: this process holds the
 		// socket now, whoever called listen() (systemd's socket
 		// activation, a parent that handed it over).
-		if err := m.Update(tcpTtListenKey{Netns: l.netns, Port: l.port}, o, ebpf.UpdateAny); err != nil {
-			return n, fmt.Errorf("adopt listener port %d of pid %d: %w", l.port, pid, err)
+		if err := c.maps.Listeners.Update(tcpTtListenKey{Netns: l.netns, Port: l.port}, o, ebpf.UpdateAny); err != nil {
+			return listeners, conns, fmt.Errorf("adopt listener port %d of pid %d: %w", l.port, pid, err)
 		}
-		n++
+		listeners++
 	}
-	return n, nil
+	for _, k := range cs {
+		// By cookie: the kernel side gives the owner to the socket's entry
+		// at its next event, when it has none (a known owner stands).
+		if err := c.maps.Adopted.Update(k.cookie, o, ebpf.UpdateAny); err != nil {
+			return listeners, conns, fmt.Errorf("adopt connection %#x of pid %d: %w", k.cookie, pid, err)
+		}
+		conns++
+	}
+	return listeners, conns, err
 }
 
-// listeningSockets lists the listening stream sockets of process pid.
-func listeningSockets(pid int) ([]listener, error) {
+// processSockets lists the listening stream sockets and the connected TCP
+// sockets of process pid.
+func processSockets(pid int) ([]listener, []conn, error) {
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("list the descriptors of pid %d: %w", pid, err)
+		return nil, nil, fmt.Errorf("list the descriptors of pid %d: %w", pid, err)
 	}
 	pfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return nil, fmt.Errorf("pidfd of pid %d: %w", pid, err)
+		return nil, nil, fmt.Errorf("pidfd of pid %d: %w", pid, err)
 	}
 	defer unix.Close(pfd)
-	var out []listener
+	var ls []listener
+	var cs []conn
 	for _, e := range ents {
 		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err != nil || !strings.HasPrefix(l, "socket:[") {
 			continue
@@ -87,14 +115,64 @@ func listeningSockets(pid int) ([]listener, error) {
 		case errors.Is(err, unix.EBADF):
 			continue // closed since the listing
 		case err != nil:
-			return out, fmt.Errorf("duplicate descriptor %d of pid %d: %w", n, pid, err)
+			return ls, cs, fmt.Errorf("duplicate descriptor %d of pid %d: %w", n, pid, err)
 		}
 		if l, ok := listening(fd); ok {
-			out = append(out, l)
+			ls = append(ls, l)
+		} else if k, ok := connected(fd); ok {
+			cs = append(cs, k)
 		}
 		unix.Close(fd)
 	}
-	return out, nil
+	return ls, cs, nil
+}
+
+// connected reports whether fd is a TCP socket that is not listening (an
+// MPTCP socket is not: its subflows are the kernel's TCP sockets), with
+// its cookie, namespace and local port.
+func connected(fd int) (conn, bool) {
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || v != 0 {
+		return conn{}, false
+	}
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL); err != nil || v != unix.IPPROTO_TCP {
+		return conn{}, false
+	}
+	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
+	if err != nil || cookie == 0 {
+		return conn{}, false
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return conn{}, false
+	}
+	var port int
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		port = a.Port
+	case *unix.SockaddrInet6:
+		port = a.Port
+	default:
+		return conn{}, false
+	}
+	ns, err := netnsOf(fd)
+	if err != nil {
+		return conn{}, false
+	}
+	return conn{cookie: cookie, netns: ns, port: uint16(port)}, true
+}
+
+// netnsOf is the inode of the network namespace socket fd lives in.
+func netnsOf(fd int) (uint32, error) {
+	ns, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(ns)
+	var st unix.Stat_t
+	if err := unix.Fstat(ns, &st); err != nil {
+		return 0, err
+	}
+	return uint32(st.Ino), nil
 }
 
 // listening reports whether fd is a listening TCP or MPTCP socket, with its
@@ -122,14 +200,9 @@ func listening(fd int) (listener, bool) {
 	default:
 		return listener{}, false
 	}
-	ns, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
+	ns, err := netnsOf(fd)
 	if err != nil {
 		return listener{}, false
 	}
-	defer unix.Close(ns)
-	var st unix.Stat_t
-	if err := unix.Fstat(ns, &st); err != nil {
-		return listener{}, false
-	}
-	return listener{netns: uint32(st.Ino), port: uint16(port)}, true
+	return listener{netns: ns, port: uint16(port)}, true
 }

@@ -139,6 +139,7 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	tcpMapActEpoch                = "act_epoch"
+	tcpMapAdopted                 = "adopted"
 	tcpMapEvents                  = "events"
 	tcpMapGoPids                  = "go_pids"
 	tcpMapGoPidsN                 = "go_pids_n"
@@ -255,6 +256,7 @@ type tcpProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcpMapSpecs struct {
 	ActEpoch  *ebpf.MapSpec `ebpf:"act_epoch"`
+	Adopted   *ebpf.MapSpec `ebpf:"adopted"`
 	Events    *ebpf.MapSpec `ebpf:"events"`
 	GoPids    *ebpf.MapSpec `ebpf:"go_pids"`
 	GoPidsN   *ebpf.MapSpec `ebpf:"go_pids_n"`
@@ -305,6 +307,7 @@ func (o *tcpObjects) Close() error {
 // It can be passed to loadTcpObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcpMaps struct {
 	ActEpoch  *ebpf.Map `ebpf:"act_epoch"`
+	Adopted   *ebpf.Map `ebpf:"adopted"`
 	Events    *ebpf.Map `ebpf:"events"`
 	GoPids    *ebpf.Map `ebpf:"go_pids"`
 	GoPidsN   *ebpf.Map `ebpf:"go_pids_n"`
@@ -317,6 +320,7 @@ type tcpMaps struct {
 func (m *tcpMaps) Close() error {
 	return _TcpClose(
 		m.ActEpoch,
+		m.Adopted,
 		m.Events,
 		m.GoPids,
 		m.GoPidsN,

@@ -230,11 +230,35 @@ func (a *Agent) onProc(ev proc.Event) {
 		a.mu.Unlock()
 		a.enqueue(candidate{pid: pid, exec: ev.Time})
 	case proc.Exit:
-		a.detach(pid, "exit")
-		a.mu.Lock()
-		delete(a.skipped, pid)
-		a.mu.Unlock()
+		if alive(a.cfg.ProcRoot, pid) && !exiting(a.cfg.ProcRoot, pid) {
+			// The last thread may still be in do_exit: look again in a
+			// moment. A process still running then was not the one that
+			// exited (seen once in CI: a storm target detached on an exit
+			// event at the end of its storm, alive and expiring after it),
+			// and stays traced; the rescan detaches what is really gone.
+			go func() {
+				time.Sleep(exitRecheck)
+				if alive(a.cfg.ProcRoot, pid) && !exiting(a.cfg.ProcRoot, pid) {
+					a.log.Warn("exit event for a process still running: ignored", "pid", pid)
+					return
+				}
+				a.onExit(pid)
+			}()
+			return
+		}
+		a.onExit(pid)
 	}
+}
+
+// exitRecheck is how long after an exit event of a process that still
+// looks alive it is looked at again.
+const exitRecheck = 200 * time.Millisecond
+
+func (a *Agent) onExit(pid int) {
+	a.detach(pid, "exit")
+	a.mu.Lock()
+	delete(a.skipped, pid)
+	a.mu.Unlock()
 }
 
 func (a *Agent) enqueue(c candidate) {
