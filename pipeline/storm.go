@@ -15,7 +15,7 @@ import (
 // after the cool-down. Each switch is said to the log, and queued for the sink. The control
 // loop's goroutine, as everything of the guards.
 func (p *Pipeline) guardTick(now time.Time) {
-	if p.guard == nil || now.Sub(p.guardAt) < storm.Interval-storm.Interval/10 {
+	if p.guard == nil || now.Sub(p.guardAt) < guardDue {
 		return
 	}
 	defer p.snapStorm(now)
@@ -83,6 +83,11 @@ func (p *Pipeline) shedAudit(on bool) {
 	p.auditShed = on
 }
 
+// guardDue is how long after its last look a guard looks again: the
+// control loop ticks every storm.Interval, and a tick a little early must
+// not skip a look.
+const guardDue = storm.Interval - storm.Interval/10
+
 // snapStorm publishes the guard's counters for StormStats.
 func (p *Pipeline) snapStorm(now time.Time) {
 	s := p.guard.Stats(now)
@@ -137,7 +142,7 @@ func (p *Pipeline) countExpiry(ps *procState, mono uint64) {
 
 // nodeGuardTick runs the per-executable guards of node mode.
 func (p *Pipeline) nodeGuardTick(now time.Time) {
-	if !p.node || len(p.exeGuards) == 0 || now.Sub(p.guardAt) < storm.Interval-storm.Interval/10 {
+	if !p.node || len(p.exeGuards) == 0 || now.Sub(p.guardAt) < guardDue {
 		return
 	}
 	p.guardAt = now

@@ -474,6 +474,7 @@ func (t *Throttle) run(levels []*level) {
 	tk := tick.NewTicker(t.cfg.Interval)
 	defer tk.Stop()
 	n := 0
+	perSecond := max(1, int(time.Second/t.cfg.Interval))
 	for {
 		select {
 		case <-t.done:
@@ -491,7 +492,7 @@ func (t *Throttle) run(levels []*level) {
 		// measured in the old cgroup: TestLocalCPUThrottled's first
 		// third read runqueue_delay with no throttled time.
 		refresh := n%30 == 0
-		if n <= 50 || n%10 == 0 {
+		if time.Duration(n)*t.cfg.Interval <= 5*time.Second || n%perSecond == 0 {
 			if l, err := t.resolve(); err == nil && (len(l) != len(levels) || l[0].dir != levels[0].dir) {
 				levels = l
 				t.sample(levels, true) // a new baseline

@@ -141,38 +141,38 @@ func connected(fd int) (conn, bool) {
 	if err != nil || cookie == 0 {
 		return conn{}, false
 	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
+	port, ns, ok := localEnd(fd)
+	if !ok {
 		return conn{}, false
 	}
-	var port int
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		port = a.Port
-	case *unix.SockaddrInet6:
-		port = a.Port
-	default:
-		return conn{}, false
-	}
-	ns, err := netnsOf(fd)
-	if err != nil {
-		return conn{}, false
-	}
-	return conn{cookie: cookie, netns: ns, port: uint16(port)}, true
+	return conn{cookie: cookie, netns: ns, port: port}, true
 }
 
-// netnsOf is the inode of the network namespace socket fd lives in.
-func netnsOf(fd int) (uint32, error) {
-	ns, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
+// localEnd is socket fd's local port and the inode of the network
+// namespace it lives in.
+func localEnd(fd int) (port uint16, netns uint32, ok bool) {
+	sa, err := unix.Getsockname(fd)
 	if err != nil {
-		return 0, err
+		return 0, 0, false
 	}
-	defer unix.Close(ns)
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		port = uint16(a.Port)
+	case *unix.SockaddrInet6:
+		port = uint16(a.Port)
+	default:
+		return 0, 0, false
+	}
+	nsfd, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer unix.Close(nsfd)
 	var st unix.Stat_t
-	if err := unix.Fstat(ns, &st); err != nil {
-		return 0, err
+	if err := unix.Fstat(nsfd, &st); err != nil {
+		return 0, 0, false
 	}
-	return uint32(st.Ino), nil
+	return port, uint32(st.Ino), true
 }
 
 // listening reports whether fd is a listening TCP or MPTCP socket, with its
@@ -187,22 +187,9 @@ func listening(fd int) (listener, bool) {
 	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL); err != nil || (v != unix.IPPROTO_TCP && v != unix.IPPROTO_MPTCP) {
 		return listener{}, false
 	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
+	port, ns, ok := localEnd(fd)
+	if !ok {
 		return listener{}, false
 	}
-	var port int
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		port = a.Port
-	case *unix.SockaddrInet6:
-		port = a.Port
-	default:
-		return listener{}, false
-	}
-	ns, err := netnsOf(fd)
-	if err != nil {
-		return listener{}, false
-	}
-	return listener{netns: ns, port: uint16(port)}, true
+	return listener{netns: ns, port: port}, true
 }
