@@ -75,11 +75,11 @@ func (b *Binary) DeadlineSites() (*DeadlineSites, error) {
 	// The addresses identifying DeadlineExceeded: its symbol, else what
 	// the constructor's cancel calls load.
 	var expiredRefs []uint64
-	syms, err := b.symbols()
+	s, ok, err := b.symbol(symDeadlineExceeded)
 	if err != nil {
 		return nil, fmt.Errorf("find deadline sites: %w", err)
 	}
-	if s, ok := syms[symDeadlineExceeded]; ok {
+	if ok {
 		expiredRefs = []uint64{s.Value}
 	} else {
 		for _, c := range calls {

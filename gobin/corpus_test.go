@@ -80,7 +80,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	pc := uint32(fn.Entry - ba.elf.Section(".text").Addr + 5)
 	pa, err := bb.lineTable()
 	must(err)
-	ft := pa.funcs.data
+	ft, err := pa.funcs.data.all()
+	must(err)
 	for _, c := range []struct {
 		label string
 		which uint8

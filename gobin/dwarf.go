@@ -2,6 +2,7 @@ package gobin
 
 import (
 	"debug/dwarf"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,7 +22,12 @@ var errNoDWARF = errors.New("no DWARF debug information")
 
 // dwarfTypes loads the DWARF data and indexes its struct types once.
 func (b *Binary) dwarfTypes() (*dwarfIndex, error) {
-	b.dwarfOnce.Do(func() { b.dwarf, b.dwarfErr = b.loadDWARF() })
+	b.loadMu.Lock()
+	defer b.loadMu.Unlock()
+	if !b.dwarfDone {
+		b.dwarf, b.dwarfErr = b.loadDWARF()
+		b.dwarfDone = true
+	}
 	return b.dwarf, b.dwarfErr
 }
 
@@ -30,7 +36,7 @@ func (b *Binary) loadDWARF() (idx *dwarfIndex, err error) {
 	if b.elf.Section(".debug_info") == nil && b.elf.Section(".zdebug_info") == nil {
 		return nil, errNoDWARF
 	}
-	data, err := b.elf.DWARF()
+	data, err := b.dwarfTypeData()
 	if err != nil {
 		return nil, corruptf("load DWARF: %v", err)
 	}
@@ -111,4 +117,49 @@ func underlying(t dwarf.Type) dwarf.Type {
 		t = td.Type
 	}
 	return t
+}
+
+// dwarfTypeData loads the DWARF sections that type lookups read: the
+// entries, their abbreviations and the string tables; not the line, frame,
+// location and range tables that debug/elf's DWARF also decompresses, most
+// of the debug data of a large binary (jaeger: 22 MB of 28 compressed).
+// Old-style .zdebug sections go through debug/elf.
+func (b *Binary) dwarfTypeData() (*dwarf.Data, error) {
+	sect := func(name string) ([]byte, error) {
+		s := b.elf.Section(name)
+		if s == nil || s.Type == elf.SHT_NOBITS {
+			return nil, nil
+		}
+		return s.Data()
+	}
+	if b.elf.Section(".debug_info") == nil {
+		return b.elf.DWARF()
+	}
+	var abbrev, info, str []byte
+	var err error
+	for _, x := range []struct {
+		name string
+		dst  *[]byte
+	}{{".debug_abbrev", &abbrev}, {".debug_info", &info}, {".debug_str", &str}} {
+		if *x.dst, err = sect(x.name); err != nil {
+			return nil, fmt.Errorf("read %s: %w", x.name, err)
+		}
+	}
+	d, err := dwarf.New(abbrev, nil, nil, info, nil, nil, nil, str)
+	if err != nil {
+		return nil, err
+	}
+	// DWARF 5 string and address indexes (C units of cgo binaries).
+	for _, name := range []string{".debug_str_offsets", ".debug_line_str", ".debug_addr"} {
+		data, err := sect(name)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", name, err)
+		}
+		if data != nil {
+			if err := d.AddSection(name, data); err != nil {
+				return nil, fmt.Errorf("add %s: %w", name, err)
+			}
+		}
+	}
+	return d, nil
 }

@@ -4,7 +4,6 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -61,17 +60,23 @@ type Binary struct {
 	order  binary.ByteOrder
 	ptr    int // pointer size in bytes
 
-	symsOnce sync.Once
-	syms     map[string]elf.Symbol
-	symsErr  error
+	// What analysis loads on first use and Release drops (loadMu).
+	loadMu    sync.Mutex
+	symtab    *symtab
+	symsErr   error
+	symsDone  bool
+	dwarf     *dwarfIndex
+	dwarfErr  error
+	dwarfDone bool
+
+	typesMu   sync.Mutex // not loadMu: reading the section looks symbols up
+	types     *typeSection
+	typesErr  error
+	typesDone bool
 
 	pclnOnce sync.Once
 	pcln     *pcln
 	pclnErr  error
-
-	dwarfOnce sync.Once
-	dwarf     *dwarfIndex
-	dwarfErr  error
 }
 
 // Open opens and checks the Go executable at path. It refuses files that are
@@ -243,28 +248,24 @@ func (b *Binary) sectionData(names ...string) (*elf.Section, []byte, error) {
 	return nil, nil, fmt.Errorf("find section %v: %w", names, ErrNotFound)
 }
 
-// symbols returns the function and data symbols of .symtab by name, or an
-// empty map when the binary is stripped.
-func (b *Binary) symbols() (map[string]elf.Symbol, error) {
-	b.symsOnce.Do(func() {
-		syms, err := b.elf.Symbols()
-		if errors.Is(err, elf.ErrNoSymbols) {
-			b.syms = map[string]elf.Symbol{}
-			return
-		}
-		if err != nil {
-			b.symsErr = corruptf("read .symtab: %v", err)
-			return
-		}
-		b.syms = make(map[string]elf.Symbol, len(syms))
-		for _, s := range syms {
-			t := elf.ST_TYPE(s.Info)
-			if (t == elf.STT_FUNC || t == elf.STT_OBJECT) && s.Section != elf.SHN_UNDEF {
-				b.syms[s.Name] = s
-			}
-		}
-	})
-	return b.syms, b.symsErr
+// Release drops what analysing the binary loaded into memory: .symtab, the
+// types section, the DWARF index, the pclntab's bytes and its name index. What
+// symbolizing a PC needs stays (the pclntab is then read from the file a
+// page at a time), and every method still answers, loading again what it
+// needs; call Release again after such use. A node agent releases each
+// executable once its probes are attached: kube-apiserver's tables alone
+// are hundreds of MB in memory.
+func (b *Binary) Release() {
+	b.loadMu.Lock()
+	b.symtab, b.symsErr, b.symsDone = nil, nil, false
+	b.dwarf, b.dwarfErr, b.dwarfDone = nil, nil, false
+	b.loadMu.Unlock()
+	b.typesMu.Lock()
+	b.types, b.typesErr, b.typesDone = nil, nil, false
+	b.typesMu.Unlock()
+	if p, err := b.lineTable(); err == nil && p.funcs != nil {
+		p.funcs.release()
+	}
 }
 
 // uintptr decodes a target pointer-sized word.

@@ -17,19 +17,27 @@ type Func struct {
 	FileOffset uint64
 }
 
-// Func looks a function up by its full symbol name, in .symtab when present,
-// else in the pclntab (stripped binaries). Both give the same Entry.
+// Func looks a function up by its full symbol name: in the pclntab's
+// function records (which stripped binaries keep), else in .symtab, else
+// through debug/gosym. They give the same Entry.
 func (b *Binary) Func(name string) (Func, error) {
-	syms, err := b.symbols()
+	p, perr := b.lineTable()
+	if perr == nil && p.funcs != nil {
+		entry, end, ok := p.funcs.lookup(name)
+		if !ok {
+			return Func{}, fmt.Errorf("look up %s: %w", name, ErrNotFound)
+		}
+		return b.makeFunc(name, entry, end)
+	}
+	s, ok, err := b.symbol(name)
 	if err != nil {
 		return Func{}, fmt.Errorf("look up %s: %w", name, err)
 	}
-	if s, ok := syms[name]; ok && elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Size > 0 {
+	if ok && elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Size > 0 {
 		return b.makeFunc(name, s.Value, s.Value+s.Size)
 	}
-	p, err := b.lineTable()
-	if err != nil {
-		return Func{}, fmt.Errorf("look up %s: %w", name, err)
+	if perr != nil {
+		return Func{}, fmt.Errorf("look up %s: %w", name, perr)
 	}
 	f := p.table.LookupFunc(name)
 	if f == nil {
@@ -46,16 +54,26 @@ func (b *Binary) Funcs(prefix string) ([]Func, error) {
 		return nil, fmt.Errorf("list functions %s*: %w", prefix, err)
 	}
 	var out []Func
-	for i := range p.table.Funcs {
-		f := &p.table.Funcs[i]
-		if !strings.HasPrefix(f.Name, prefix) {
-			continue
-		}
-		fn, err := b.makeFunc(f.Name, f.Entry, f.End)
+	add := func(name string, entry, end uint64) error {
+		fn, err := b.makeFunc(name, entry, end)
 		if err != nil {
-			return nil, fmt.Errorf("list functions %s*: %w", prefix, err)
+			return fmt.Errorf("list functions %s*: %w", prefix, err)
 		}
 		out = append(out, fn)
+		return nil
+	}
+	if p.funcs != nil {
+		if err := p.funcs.each(prefix, add); err != nil {
+			return nil, err
+		}
+	} else {
+		for i := range p.table.Funcs {
+			if f := &p.table.Funcs[i]; strings.HasPrefix(f.Name, prefix) {
+				if err := add(f.Name, f.Entry, f.End); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Entry < out[j].Entry })
 	return out, nil

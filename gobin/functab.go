@@ -1,11 +1,11 @@
 package gobin
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // funcTab reads what debug/gosym does not expose of a Go 1.18+ pclntab: the
@@ -16,7 +16,7 @@ import (
 type funcTab struct {
 	b      *Binary
 	layout inlineLayout
-	data   []byte // the whole pclntab
+	data   *pclnData // the whole pclntab
 
 	// Offsets into data of the tables the header points at. Their lengths
 	// are not recorded; reads are bounded by the end of data, as in gosym.
@@ -26,6 +26,9 @@ type funcTab struct {
 	textStart uint64 // address entry offsets are relative to (moduledata.text)
 	gofunc    uint64 // address FUNCDATA offsets are relative to (moduledata.gofunc)
 	quantum   uint64 // PC-value tables count PC deltas in these units
+
+	indexMu sync.Mutex
+	index   map[uint64]uint32 // hash of a function's name → its entry (lookup)
 }
 
 // funcRecord is the part of one runtime._func that symbolization needs.
@@ -42,10 +45,11 @@ type funcRecord struct {
 
 // newFuncTab checks the header offsets of a Go 1.18+ pclntab and that its
 // function table fits in it.
-func (b *Binary) newFuncTab(data []byte, layout inlineLayout, textStart, gofunc uint64) (*funcTab, error) {
+func (b *Binary) newFuncTab(table *pclnData, hdr []byte, layout inlineLayout, textStart, gofunc uint64) (*funcTab, error) {
+	data := hdr
 	word := func(i int) uint64 { return b.uintptr(data[8+i*b.ptr:]) }
 	t := &funcTab{
-		b: b, layout: layout, data: data,
+		b: b, layout: layout, data: table,
 		nfunc:       word(0),
 		funcnametab: word(3), cutab: word(4), filetab: word(5), pctab: word(6), functab: word(7),
 		textStart: textStart, gofunc: gofunc, quantum: uint64(data[6]),
@@ -53,7 +57,7 @@ func (b *Binary) newFuncTab(data []byte, layout inlineLayout, textStart, gofunc 
 	if t.quantum == 0 {
 		return nil, corruptf("pclntab instruction size quantum is 0")
 	}
-	size := uint64(len(data))
+	size := table.size
 	if t.functab > size || t.nfunc >= (size-t.functab)/8 {
 		return nil, corruptf("pclntab function table of %d entries at %#x overruns %d bytes", t.nfunc, t.functab, size)
 	}
@@ -62,22 +66,16 @@ func (b *Binary) newFuncTab(data []byte, layout inlineLayout, textStart, gofunc 
 
 // u32 reads a uint32 at off in the pclntab.
 func (t *funcTab) u32(off uint64) (uint32, bool) {
-	if off > uint64(len(t.data)) || uint64(len(t.data))-off < 4 {
+	d, ok := t.data.at(off, 4)
+	if !ok {
 		return 0, false
 	}
-	return t.b.order.Uint32(t.data[off:]), true
+	return t.b.order.Uint32(d), true
 }
 
 // cstring reads the NUL-terminated string at off in the pclntab.
 func (t *funcTab) cstring(off uint64) (string, bool) {
-	if off >= uint64(len(t.data)) {
-		return "", false
-	}
-	n := bytes.IndexByte(t.data[off:], 0)
-	if n < 0 {
-		return "", false
-	}
-	return string(t.data[off : off+uint64(n)]), true
+	return t.data.cstring(off)
 }
 
 // entryOff returns the text offset of function table entry i; entry nfunc
@@ -105,10 +103,10 @@ func (t *funcTab) find(pc uint64) (funcRecord, error) {
 	funcoff, _ := t.u32(t.functab + 8*i + 4)
 	at := t.functab + uint64(funcoff)
 	size := uint64(t.layout.funcSize)
-	if at > uint64(len(t.data)) || uint64(len(t.data))-at < size {
+	d, ok := t.data.at(at, size)
+	if !ok {
 		return funcRecord{}, corruptf("function record %d at %#x overruns the pclntab", i, at)
 	}
-	d := t.data[at:]
 	f := funcRecord{
 		at:        at,
 		entry:     t.textStart + uint64(t.b.order.Uint32(d)),
@@ -155,12 +153,16 @@ func (t *funcTab) pcvalue(f funcRecord, off uint32, target uint64) int32 {
 
 // varint reads an unsigned LEB128 value of at most 32 bits at *p.
 func (t *funcTab) varint(p *uint64) (uint32, bool) {
+	if *p >= t.data.size {
+		return 0, false
+	}
+	b, ok := t.data.at(*p, min(5, t.data.size-*p))
+	if !ok {
+		return 0, false
+	}
 	var v uint32
-	for shift := uint(0); shift < 35; shift += 7 {
-		if *p >= uint64(len(t.data)) {
-			return 0, false
-		}
-		c := t.data[*p]
+	for i, shift := 0, uint(0); i < len(b); i, shift = i+1, shift+7 {
+		c := b[i]
 		*p++
 		v |= uint32(c&0x7f) << shift
 		if c&0x80 == 0 {
@@ -246,7 +248,7 @@ func nameForPrint(name string) string {
 
 // loadFuncTab prepares the function-record reader of a Go 1.18+ pclntab
 // when the Go version's layouts are known and moduledata.gofunc is found.
-func (b *Binary) loadFuncTab(data []byte, magic uint32, textStart uint64, md moduledata) (*funcTab, error) {
+func (b *Binary) loadFuncTab(data *pclnData, hdr []byte, magic uint32, textStart uint64, md moduledata) (*funcTab, error) {
 	layout, ok := inlineLayoutFor(b.GoVersion)
 	if !ok {
 		return nil, fmt.Errorf("inline tree layout of %s: %w", b.GoVersion, ErrNotFound)
@@ -258,7 +260,7 @@ func (b *Binary) loadFuncTab(data []byte, magic uint32, textStart uint64, md mod
 	if err != nil {
 		return nil, err
 	}
-	return b.newFuncTab(data, layout, textStart, gofunc)
+	return b.newFuncTab(data, hdr, layout, textStart, gofunc)
 }
 
 // gofunc finds moduledata.gofunc, the go:func.* symbol that FUNCDATA
@@ -272,14 +274,106 @@ func (b *Binary) gofunc(md moduledata, layout inlineLayout) (uint64, error) {
 			return gofunc, nil
 		}
 	}
-	syms, err := b.symbols()
-	if err != nil {
-		return 0, fmt.Errorf("find go:func.*: %w", err)
-	}
 	for _, name := range []string{"go:func.*", "go.func.*"} {
-		if s, ok := syms[name]; ok {
+		s, ok, err := b.symbol(name)
+		if err != nil {
+			return 0, fmt.Errorf("find go:func.*: %w", err)
+		}
+		if ok {
 			return s.Value, nil
 		}
 	}
 	return 0, corruptf("no moduledata.gofunc (%v) and no go:func.* symbol", errors.Join(err1, err2))
+}
+
+// entry returns the raw name offset and the address range of function
+// table entry i (the end is the next function's entry, as debug/gosym has
+// it).
+func (t *funcTab) entry(i uint64) (nameOff int32, entry, end uint64, ok bool) {
+	funcoff, ok := t.u32(t.functab + 8*i + 4)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	off, ok := t.u32(t.functab + uint64(funcoff) + 4)
+	if !ok {
+		return 0, 0, 0, false
+	}
+	return int32(off), t.textStart + uint64(t.entryOff(i)), t.textStart + uint64(t.entryOff(i+1)), true
+}
+
+// lookup finds the function whose symbol name is name. The first lookup
+// indexes the table by a hash of each name (a map entry a function, no
+// names kept); the index lives until Binary.Release.
+func (t *funcTab) lookup(name string) (entry, end uint64, ok bool) {
+	t.indexMu.Lock()
+	defer t.indexMu.Unlock()
+	if t.index == nil {
+		t.index = make(map[uint64]uint32, t.nfunc)
+		for i := uint64(0); i < t.nfunc; i++ {
+			nameOff, _, _, ok := t.entry(i)
+			if !ok || nameOff <= 0 {
+				continue
+			}
+			h, ok := t.data.hashCString(t.funcnametab + uint64(nameOff))
+			if !ok {
+				continue
+			}
+			if _, dup := t.index[h]; dup {
+				t.index[h] = indexCollision
+			} else {
+				t.index[h] = uint32(i)
+			}
+		}
+	}
+	match := func(i uint64) (uint64, uint64, bool) {
+		nameOff, entry, end, ok := t.entry(i)
+		if ok && nameOff > 0 && t.data.equalCString(t.funcnametab+uint64(nameOff), name) {
+			return entry, end, true
+		}
+		return 0, 0, false
+	}
+	if t.index != nil {
+		i, found := t.index[hashString(name)]
+		if !found {
+			return 0, 0, false
+		}
+		if i != indexCollision {
+			return match(uint64(i))
+		}
+	}
+	for i := uint64(0); i < t.nfunc; i++ { // a hash shared by two names, or no index
+		if entry, end, ok := match(i); ok {
+			return entry, end, true
+		}
+	}
+	return 0, 0, false
+}
+
+// indexCollision marks a hash that more than one name has.
+const indexCollision = ^uint32(0)
+
+// each calls fn with every function whose symbol name starts with prefix.
+func (t *funcTab) each(prefix string, fn func(name string, entry, end uint64) error) error {
+	for i := uint64(0); i < t.nfunc; i++ {
+		nameOff, entry, end, ok := t.entry(i)
+		if !ok || nameOff <= 0 || !t.data.hasPrefix(t.funcnametab+uint64(nameOff), prefix) {
+			continue
+		}
+		name, ok := t.cstring(t.funcnametab + uint64(nameOff))
+		if !ok {
+			continue
+		}
+		if err := fn(name, entry, end); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release drops what the analysis of the binary held in memory.
+func (t *funcTab) release() {
+	t.indexMu.Lock()
+	t.index = nil
+	t.indexMu.Unlock()
+	t.data.release()
 }

@@ -139,10 +139,10 @@ func FuzzFrames(f *testing.F) {
 		}
 	}
 	ft := p.funcs
-	addSpan(p.addr, uint64(len(ft.data)))                       // the whole pclntab
-	addSpan(p.addr+ft.functab, uint64(len(ft.data))-ft.functab) // function table and records
-	addSpan(p.addr+ft.pctab, ft.functab-ft.pctab)               // PC-value tables
-	addSpan(ft.gofunc, 1<<16)                                   // inline trees and other FUNCDATA
+	addSpan(p.addr, ft.data.size)                       // the whole pclntab
+	addSpan(p.addr+ft.functab, ft.data.size-ft.functab) // function table and records
+	addSpan(p.addr+ft.pctab, ft.functab-ft.pctab)       // PC-value tables
+	addSpan(ft.gofunc, 1<<16)                           // inline trees and other FUNCDATA
 	if s := b.elf.Section(".go.module"); s != nil {
 		spans = append(spans, span{s.Offset, s.Size})
 	}

@@ -82,6 +82,13 @@ func (b *Binary) Frames(pc uint64) []Frame {
 		if frames, err := p.funcs.frames(pc); err == nil {
 			return frames
 		}
+		// A corrupt inline tree: the physical function alone.
+		f, err := p.funcs.find(pc)
+		if err != nil {
+			return nil
+		}
+		file, line := p.funcs.line(f, pc)
+		return []Frame{{Function: p.funcs.funcName(f.nameOff), File: file, Line: line}}
 	}
 	file, line, fn := p.table.PCToLine(pc)
 	if fn == nil {

@@ -56,13 +56,11 @@ func (b *Binary) TypeAddrOf(name, pkgPath string) (uint64, error) {
 // typeAddr looks want up as TypeAddrOf does; itabs, if non-nil, are the
 // already decoded itabs.
 func (ts *typeSection) typeAddr(want TypeName, itabs []Itab) (uint64, error) {
-	if syms, err := ts.b.symbols(); err == nil {
-		// "type:" since Go 1.20, "type." before.
-		for _, prefix := range []string{"type:", "type."} {
-			if s, ok := syms[prefix+want.String()]; ok {
-				if n, err := ts.typeName(s.Value); err == nil && n == want {
-					return s.Value, nil
-				}
+	// "type:" since Go 1.20, "type." before.
+	for _, prefix := range []string{"type:", "type."} {
+		if s, ok, err := ts.b.symbol(prefix + want.String()); err == nil && ok {
+			if n, err := ts.typeName(s.Value); err == nil && n == want {
+				return s.Value, nil
 			}
 		}
 	}

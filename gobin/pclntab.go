@@ -27,6 +27,9 @@ const (
 // pcln is the parsed .gopclntab: the function table of the whole program,
 // which survives stripping (the runtime needs it for tracebacks).
 type pcln struct {
+	// table is debug/gosym's parse, only for pclntabs whose function
+	// records are not read here (funcs is nil: Go 1.16–1.17 layouts, or a
+	// Go release whose layout is not known).
 	table      *gosym.Table
 	addr       uint64 // virtual address of the pclntab
 	textStart  uint64 // address the function entry offsets are relative to
@@ -45,38 +48,75 @@ func (b *Binary) lineTable() (*pcln, error) {
 
 func (b *Binary) loadPcln() (p *pcln, err error) {
 	defer recoverCorrupt(&err, "parse .gopclntab")
-	sect, data, err := b.sectionData(".gopclntab", ".data.rel.ro.gopclntab")
-	if err != nil {
-		return nil, corruptf("no .gopclntab section: %v", err)
+	var sect *elf.Section
+	for _, name := range []string{".gopclntab", ".data.rel.ro.gopclntab"} {
+		if s := b.elf.Section(name); s != nil && s.Type != elf.SHT_NOBITS {
+			sect = s
+			break
+		}
+	}
+	if sect == nil {
+		return nil, corruptf("no .gopclntab section: %v", ErrNotFound)
+	}
+	if sect.Size > 1<<31 {
+		return nil, corruptf("section %s is %d bytes", sect.Name, sect.Size)
 	}
 	p = &pcln{addr: sect.Addr}
 	hdrLen := 8 + 8*b.ptr
-	if len(data) < hdrLen {
-		return nil, corruptf("pclntab is %d bytes", len(data))
+	// The table is read from the file a page at a time (see pclnData):
+	// only debug/gosym, for the layouts read here, and a compressed
+	// section (never, for a pclntab the loader maps) need it whole.
+	var table *pclnData
+	if sect.Flags&elf.SHF_COMPRESSED == 0 {
+		table = newPclnFile(b.r, int64(sect.Offset), sect.Size)
+	} else {
+		data, err := sect.Data()
+		if err != nil {
+			return nil, corruptf("read section %s: %v", sect.Name, err)
+		}
+		table = newPclnData(data, nil, 0)
 	}
+	if table.size < uint64(hdrLen) {
+		return nil, corruptf("pclntab is %d bytes", table.size)
+	}
+	h, ok := table.at(0, uint64(hdrLen))
+	if !ok {
+		return nil, corruptf("read the pclntab header")
+	}
+	hdr := append([]byte(nil), h...)
 	var md moduledata
-	magic := b.order.Uint32(data)
+	magic := b.order.Uint32(hdr)
 	switch magic {
 	case pclnMagic116:
 		p.textSource = "absolute entries (Go 1.16 format)"
 		p.funcsErr = fmt.Errorf("inline trees of the Go 1.16 pclntab format: %w", ErrNotFound)
 	case pclnMagic118, pclnMagic120:
-		if data[7] != byte(b.ptr) {
-			return nil, corruptf("pclntab pointer size %d", data[7])
+		if hdr[7] != byte(b.ptr) {
+			return nil, corruptf("pclntab pointer size %d", hdr[7])
 		}
-		md = b.moduledata(p.addr, data[:hdrLen])
-		p.textStart, p.textSource, err = b.textStart(md, data[:hdrLen])
+		md = b.moduledata(p.addr, hdr)
+		p.textStart, p.textSource, err = b.textStart(md, hdr)
 		if err != nil {
 			return nil, err
 		}
 	default:
 		return nil, corruptf("unknown pclntab magic %#x", magic)
 	}
-	if err := b.checkPclnHeader(data); err != nil {
+	if err := b.checkPclnHeader(hdr, table.size); err != nil {
 		return nil, err
 	}
 	if p.funcsErr == nil {
-		p.funcs, p.funcsErr = b.loadFuncTab(data, magic, p.textStart, md)
+		p.funcs, p.funcsErr = b.loadFuncTab(table, hdr, magic, p.textStart, md)
+	}
+	if p.funcs != nil {
+		// The function records answer every lookup; debug/gosym's table
+		// would hold every function's name in memory (100 MB for
+		// kube-apiserver).
+		return p, nil
+	}
+	data, err := table.all()
+	if err != nil {
+		return nil, corruptf("read section %s: %v", sect.Name, err)
 	}
 	p.table, err = gosym.NewTable(nil, gosym.NewLineTable(data, p.textStart))
 	if err != nil {
@@ -92,14 +132,13 @@ func (b *Binary) loadPcln() (p *pcln, err error) {
 // size before debug/gosym sees them: gosym recovers from its own parse
 // panics and then allocates by the unchecked function count, so a corrupt
 // count would exhaust memory instead of failing.
-func (b *Binary) checkPclnHeader(data []byte) error {
-	word := func(i int) uint64 { return b.uintptr(data[8+i*b.ptr:]) }
-	size := uint64(len(data))
+func (b *Binary) checkPclnHeader(hdr []byte, size uint64) error {
+	word := func(i int) uint64 { return b.uintptr(hdr[8+i*b.ptr:]) }
 	nfunc, nfiles := word(0), word(1)
 	// Offsets start at word 3 (word 2 was textStart) and functab holds
 	// uint32s, except in the Go 1.16 format.
 	first, fieldSize := 3, uint64(4)
-	if b.order.Uint32(data) == pclnMagic116 {
+	if b.order.Uint32(hdr) == pclnMagic116 {
 		first, fieldSize = 2, uint64(b.ptr)
 	}
 	for i := first; i < first+5; i++ {
@@ -134,10 +173,8 @@ func (b *Binary) textStart(md moduledata, hdr []byte) (uint64, string, error) {
 	if ts := b.uintptr(hdr[8+2*b.ptr:]); ts != 0 && b.executable(ts) {
 		return ts, "pclntab header", nil
 	}
-	if syms, serr := b.symbols(); serr == nil {
-		if s, ok := syms["runtime.text"]; ok && b.executable(s.Value) {
-			return s.Value, "symbol runtime.text", nil
-		}
+	if s, ok, serr := b.symbol("runtime.text"); serr == nil && ok && b.executable(s.Value) {
+		return s.Value, "symbol runtime.text", nil
 	}
 	return 0, "", fmt.Errorf("find text start: %w", err)
 }
@@ -178,11 +215,9 @@ func (b *Binary) moduledata(pclnAddr uint64, hdr []byte) moduledata {
 		}
 		return moduledata{addr: addr, words: md, how: how, relocs: relocs}, true
 	}
-	if syms, err := b.symbols(); err == nil {
-		if s, ok := syms["runtime.firstmoduledata"]; ok {
-			if md, ok := found(s.Value, "symbol runtime.firstmoduledata"); ok {
-				return md
-			}
+	if s, ok, err := b.symbol("runtime.firstmoduledata"); err == nil && ok {
+		if md, ok := found(s.Value, "symbol runtime.firstmoduledata"); ok {
+			return md
 		}
 	}
 	if s := b.elf.Section(".go.module"); s != nil {

@@ -109,8 +109,19 @@ type typeSection struct {
 	data   []byte // the bytes of [start, moduledata.etypes)
 }
 
-// typeSection reads the types section that moduledata points at.
+// typeSection returns the types section that moduledata points at, read
+// once (several analyses walk it) until Release.
 func (b *Binary) typeSection() (*typeSection, error) {
+	b.typesMu.Lock()
+	defer b.typesMu.Unlock()
+	if !b.typesDone {
+		b.types, b.typesErr = b.readTypeSection()
+		b.typesDone = true
+	}
+	return b.types, b.typesErr
+}
+
+func (b *Binary) readTypeSection() (*typeSection, error) {
 	layout, ok := typeLayoutFor(b.GoVersion)
 	if !ok {
 		return nil, fmt.Errorf("read type descriptors: %w: moduledata layout of %s is not known (Go 1.18–1.27)", ErrNoOffsets, b.GoVersion)
