@@ -326,6 +326,9 @@ func (p *Pipeline) track(g *goprobe.Process) error {
 		}
 	}
 	p.trackLocal(g)
+	// Everything attached: what the analysis of the executable loaded
+	// (its tables, DWARF) is dropped; symbolizing reads the file.
+	g.Binary().Release()
 	p.mu.Lock()
 	p.procs[pid] = ps
 	p.added = append(p.added, pid)

@@ -225,6 +225,7 @@ func runDaemon(cmd *cobra.Command, g *globalFlags, f *daemonFlags) error {
 	if err := hostPIDNamespace(); err != nil {
 		return err
 	}
+	setMemoryLimit(log)
 	filter, err := workload.NewFilter(workload.FilterConfig{
 		IncludeExe: f.includeExe, ExcludeExe: f.excludeExe,
 		IncludeContainer: f.includeContainer, ExcludeContainer: f.excludeContainer,

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -320,26 +321,40 @@ func (a *Agent) scan() {
 	}
 }
 
+// analysisGCPercent is GOGC while an executable is analysed.
+const analysisGCPercent = 25
+
 func (a *Agent) attachLoop(ctx context.Context) {
+	analysed := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case c := <-a.cands:
-			a.consider(c)
+			analysed = a.consider(c) || analysed
+			if analysed && len(a.cands) == 0 {
+				analysed = false
+				// An executable was analysed and nothing else waits:
+				// what the analysis read (tables of tens of MB for a
+				// large binary) goes back to the kernel now, not when
+				// the runtime gets to it. A forced collection of the
+				// agent's small heap costs a few ms, once per burst.
+				debug.FreeOSMemory()
+			}
 		}
 	}
 }
 
 // consider decides whether to trace a process, and attaches if so. Every
 // process not traced is said once (debug for kernel threads and programs
-// that are not Go, info otherwise) and counted by reason.
-func (a *Agent) consider(c candidate) {
+// that are not Go, info otherwise) and counted by reason. It reports
+// whether it analysed an executable (tried to attach).
+func (a *Agent) consider(c candidate) (analysed bool) {
 	a.mu.Lock()
 	_, traced := a.traced[c.pid]
 	a.mu.Unlock()
 	if traced {
-		return
+		return false
 	}
 	id, err := a.cfg.Identify(c.pid)
 	if err != nil {
@@ -351,25 +366,25 @@ func (a *Agent) consider(c candidate) {
 		default:
 			a.skip(Identity{PID: c.pid}, "error", err)
 		}
-		return
+		return false
 	}
 	a.mu.Lock()
 	why, known := a.notGo[id.File]
 	a.mu.Unlock()
 	if known {
 		a.skip(id, "not_go", errors.New(why))
-		return
+		return false
 	}
 	a.name(&id)
 	if a.cfg.NeedsPod && id.PodUID != "" && id.Pod == "" {
 		// Its pod's names are not known yet: judged on a later rescan.
 		a.log.Debug("process in a pod not known yet: looked at again later", "pid", id.PID, "pod_uid", id.PodUID)
-		return
+		return false
 	}
 	if a.cfg.Admit != nil {
 		if ok, reason := a.cfg.Admit(id); !ok {
 			a.skip(id, reason, nil)
-			return
+			return false
 		}
 	}
 	// The service it names itself: read once, for the admitted ones only.
@@ -383,9 +398,18 @@ func (a *Agent) consider(c candidate) {
 	a.mu.Unlock()
 	if full {
 		a.skip(id, "cap", fmt.Errorf("already tracing --max-processes=%d processes", a.cfg.MaxProcesses))
-		return
+		return false
 	}
-	if _, err := a.pipe.AddProcess(c.pid); err != nil {
+	analysed = true
+	// Analysing an executable reads tens of MB that are garbage a moment
+	// later (a large binary's symbol table, DWARF, type data): collected
+	// four times as often meanwhile, the agent's peak stays near what the
+	// analysis holds, not twice that. The collector's cost is the
+	// analysis's, once per executable.
+	gc := debug.SetGCPercent(analysisGCPercent)
+	_, err = a.pipe.AddProcess(c.pid)
+	debug.SetGCPercent(gc)
+	if err != nil {
 		if errors.Is(err, goprobe.ErrNotTraceable) {
 			// A process exiting while it is analysed fails like a program
 			// that is not Go: only a live, readable one is a verdict on
@@ -393,7 +417,7 @@ func (a *Agent) consider(c candidate) {
 			// be skipped).
 			if !alive(a.cfg.ProcRoot, c.pid) || exiting(a.cfg.ProcRoot, c.pid) ||
 				errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
-				return
+				return true
 			}
 			a.mu.Lock()
 			if len(a.notGo) >= maxNotGo {
@@ -402,13 +426,13 @@ func (a *Agent) consider(c candidate) {
 			a.notGo[id.File] = err.Error()
 			a.mu.Unlock()
 			a.skip(id, "not_go", err)
-			return
+			return true
 		}
 		if !alive(a.cfg.ProcRoot, c.pid) {
-			return
+			return true
 		}
 		a.skip(id, "error", err)
-		return
+		return true
 	}
 	a.mu.Lock()
 	a.traced[c.pid] = id
@@ -429,6 +453,7 @@ func (a *Agent) consider(c candidate) {
 	if !alive(a.cfg.ProcRoot, c.pid) || exiting(a.cfg.ProcRoot, c.pid) {
 		a.detach(c.pid, "exit")
 	}
+	return true
 }
 
 func (a *Agent) skip(id Identity, reason string, err error) {
