@@ -48,6 +48,7 @@ func procRSS(pid int) int64 {
 type agentLog struct {
 	mu       sync.Mutex
 	attached map[int]time.Duration
+	lines    []string // the rest, for a failure's message (the last 20,000)
 }
 
 func (l *agentLog) read(r io.Reader) {
@@ -59,11 +60,16 @@ func (l *agentLog) read(r io.Reader) {
 			PID       int     `json:"pid"`
 			SinceExec float64 `json:"since_exec"` // slog JSON: nanoseconds
 		}
+		l.mu.Lock()
 		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Msg == "tracing process" {
-			l.mu.Lock()
 			l.attached[m.PID] = time.Duration(m.SinceExec)
-			l.mu.Unlock()
+		} else {
+			if len(l.lines) >= 20000 {
+				l.lines = l.lines[1:]
+			}
+			l.lines = append(l.lines, sc.Text())
 		}
+		l.mu.Unlock()
 	}
 }
 
@@ -72,9 +78,21 @@ func (l *agentLog) wait(b *testing.B, pids []int) []time.Duration {
 	for {
 		l.mu.Lock()
 		var got []time.Duration
+		var missing []int
 		for _, p := range pids {
 			if d, ok := l.attached[p]; ok {
 				got = append(got, d)
+			} else {
+				missing = append(missing, p)
+			}
+		}
+		var said []string
+		for _, line := range l.lines {
+			for _, p := range missing {
+				if strings.Contains(line, fmt.Sprintf(`"pid":%d,`, p)) || strings.Contains(line, `"level":"ERROR"`) {
+					said = append(said, line)
+					break
+				}
 			}
 		}
 		l.mu.Unlock()
@@ -82,7 +100,12 @@ func (l *agentLog) wait(b *testing.B, pids []int) []time.Duration {
 			return got
 		}
 		if time.Now().After(limit) {
-			b.Fatalf("the daemon attached %d of %d processes in 2 minutes", len(got), len(pids))
+			for _, p := range missing {
+				exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p))
+				st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+				said = append(said, fmt.Sprintf("pid %d: exe %s (%v), stat %.80s", p, exe, err, st))
+			}
+			b.Fatalf("the daemon attached %d of %d processes in 2 minutes; not %v; it said of them:\n%s", len(got), len(pids), missing, strings.Join(said, "\n"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
