@@ -38,8 +38,11 @@ struct mptcp_sock___tt {
 #define TT_TCP_ESTABLISHED 1
 #define TT_TCP_SYN_SENT 2
 #define TT_TCP_SYN_RECV 3
+#define TT_TCP_FIN_WAIT1 4
 #define TT_TCP_TIME_WAIT 6
 #define TT_TCP_CLOSE 7
+#define TT_TCP_CLOSE_WAIT 8
+#define TT_TCP_LAST_ACK 9
 #define TT_TCP_LISTEN 10
 #define TT_TCP_NEW_SYN_RECV 12
 
@@ -259,10 +262,30 @@ static __always_inline __u64 sock_id(const struct sock *sk, bool btf)
 	return c ? c : ((__u64)sk | (1ULL << 63));
 }
 
+/*
+ * The entry of the socket at sk. Entries are keyed by the socket's address
+ * and deleted in tcp_destroy_sock; one left behind by a freed socket (a
+ * missed destroy) would hand its cookie, owner and addresses to the next
+ * socket allocated there: in a cluster, a client's new connection carried
+ * the cookie of an earlier one to the API server, its SYN retries were
+ * reported on that socket and its own bound cookie showed no events at all
+ * (read as healthy). Where the cookie can be read, an entry whose id is
+ * another socket's is such a leftover: started afresh, and counted. An id
+ * made from the address (no cookie then) is the same socket's.
+ */
 static __always_inline struct tt_sock *sock_get(const struct sock *sk, bool btf, bool create)
 {
 	__u64 key = (__u64)sk;
 	struct tt_sock *s = bpf_map_lookup_elem(&socks, &key);
+	if (s && !(s->id >> 63)) {
+		__u64 id = btf ? bpf_get_socket_cookie((void *)sk) : BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+		if (id && id != s->id) {
+			stat_inc(TT_STAT_SOCKS_STALE);
+			struct tt_sock fresh = {};
+			fresh.id = id;
+			*s = fresh;
+		}
+	}
 	if (s || !create)
 		return s;
 	struct tt_sock init = {};
@@ -698,6 +721,9 @@ static __always_inline int on_state(const struct sock *sk, int old, int new, boo
 			kind = TT_KIND_ESTABLISHED;
 		else if (new == TT_TCP_CLOSE && old != TT_TCP_LISTEN)
 			kind = TT_KIND_CLOSE;
+		else if ((old == TT_TCP_ESTABLISHED && new == TT_TCP_FIN_WAIT1) ||
+			 (old == TT_TCP_CLOSE_WAIT && new == TT_TCP_LAST_ACK))
+			kind = TT_KIND_CLOSING;
 	}
 	if (!kind)
 		return 0;

@@ -33,6 +33,7 @@ const (
 	TCPEstablished      TCPKind = 14 // lifecycle: handshake completed
 	TCPClose            TCPKind = 15 // lifecycle: connection closed
 	TCPActivity         TCPKind = 16 // the owner sent or received (coarse: at most once per interval per socket, and when another goroutine takes over)
+	TCPClosing          TCPKind = 17 // lifecycle: this side closed a connected socket (ESTABLISHED -> FIN_WAIT1, CLOSE_WAIT -> LAST_ACK)
 )
 
 var tcpKindNames = [...]string{
@@ -52,6 +53,7 @@ var tcpKindNames = [...]string{
 	TCPEstablished:      "established",
 	TCPClose:            "close",
 	TCPActivity:         "activity",
+	TCPClosing:          "closing",
 }
 
 // String returns the kind's stable name, as used in JSON and metrics.
@@ -87,9 +89,9 @@ func (k TCPKind) Retransmit() bool {
 }
 
 // Lifecycle reports whether the kind only marks a connection's life
-// (connect, established, close) rather than trouble.
+// (connect, established, closing, close) rather than trouble.
 func (k TCPKind) Lifecycle() bool {
-	return k == TCPConnect || k == TCPEstablished || k == TCPClose
+	return k == TCPConnect || k == TCPEstablished || k == TCPClose || k == TCPClosing
 }
 
 // TCPState is a kernel TCP state (include/net/tcp_states.h).

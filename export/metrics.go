@@ -350,6 +350,13 @@ func (m *Metrics) MissedRuns(source string, total func() (uint64, error)) {
 	m.sources.addMissed(source, total)
 }
 
+// SocketTable registers a counter of the kernel side's socket table, read
+// at scrape time: timeout_tracer_tcp_socket_table_total{event} (full,
+// stale). Like LostEvents.
+func (m *Metrics) SocketTable(event string, total func() (uint64, error)) {
+	m.sources.addSocks(event, total)
+}
+
 // WatchOTLP exports the OTLP exporter's counters, read at scrape time:
 // timeout_tracer_otlp_spans_exported_total,
 // timeout_tracer_otlp_spans_dropped_total{reason} and
@@ -510,11 +517,12 @@ const (
 // sourceCollector reads counters kept elsewhere at scrape time: the ring
 // buffers' lost events and the OTLP exporter's counters.
 type sourceCollector struct {
-	lostDesc, missedDesc, exportedDesc, droppedDesc, queueDesc *prometheus.Desc
+	lostDesc, missedDesc, socksDesc, exportedDesc, droppedDesc, queueDesc *prometheus.Desc
 
 	mu     sync.Mutex
 	lost   []*lostSource
 	missed []*lostSource
+	socks  []*lostSource
 	otlp   func() OTLPStats
 }
 
@@ -532,6 +540,9 @@ func newSourceCollector() *sourceCollector {
 		missedDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "bpf_missed_runs_total"),
 			"Runs of the tracer's kernel programs the kernel skipped because the same program (tcp) or another program of the kprobe family (go) was already running on that CPU; their events, if any, are lost. By source.",
 			[]string{"source"}, nil),
+		socksDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "tcp_socket_table_total"),
+			"The kernel side's socket table, by event: full (a socket not tracked because the table was full: its events carry no owner), stale (an entry a freed socket left, found by the cookie of the socket now at its address and started afresh before it could lend that socket the old one's identity).",
+			[]string{"event"}, nil),
 		exportedDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "otlp_spans_exported_total"),
 			"Timeout spans the OTLP endpoint accepted.", nil, nil),
 		droppedDesc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "otlp_spans_dropped_total"),
@@ -554,6 +565,12 @@ func (c *sourceCollector) addMissed(name string, total func() (uint64, error)) {
 	c.missed = append(c.missed, &lostSource{name: name, total: total})
 }
 
+func (c *sourceCollector) addSocks(event string, total func() (uint64, error)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.socks = append(c.socks, &lostSource{name: event, total: total})
+}
+
 func (c *sourceCollector) setOTLP(f func() OTLPStats) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -564,6 +581,7 @@ func (c *sourceCollector) setOTLP(f func() OTLPStats) {
 func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.lostDesc
 	ch <- c.missedDesc
+	ch <- c.socksDesc
 	ch <- c.exportedDesc
 	ch <- c.droppedDesc
 	ch <- c.queueDesc
@@ -576,10 +594,14 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, src := range []struct {
-		desc *prometheus.Desc
-		list []*lostSource
-	}{{c.lostDesc, c.lost}, {c.missedDesc, c.missed}} {
-		sum := map[string]uint64{"tcp": 0, "go": 0}
+		desc  *prometheus.Desc
+		list  []*lostSource
+		known []string
+	}{{c.lostDesc, c.lost, []string{"tcp", "go"}}, {c.missedDesc, c.missed, []string{"tcp", "go"}}, {c.socksDesc, c.socks, []string{"full", "stale"}}} {
+		sum := map[string]uint64{}
+		for _, k := range src.known {
+			sum[k] = 0
+		}
 		for _, s := range src.list {
 			if v, err := s.total(); err == nil && v >= s.last {
 				s.last = v

@@ -58,6 +58,7 @@ func feedAll(m *Metrics) {
 	m.LostEvents("go", func() (uint64, error) { return 0, errors.New("closed") })
 	m.MissedRuns("tcp", func() (uint64, error) { return 2, nil })
 	m.MissedRuns("tcp", func() (uint64, error) { return 3, nil })
+	m.SocketTable("stale", func() (uint64, error) { return 4, nil })
 	m.WatchOTLP(func() OTLPStats {
 		return OTLPStats{Exported: 10, Failed: 2, DroppedQueueFull: 3, DroppedShutdown: 1, Queued: 4}
 	})
@@ -105,6 +106,8 @@ func TestMetricsCount(t *testing.T) {
 		`timeout_tracer_ringbuffer_lost_events_total{source="go"} 0`,
 		`timeout_tracer_bpf_missed_runs_total{source="tcp"} 5`,
 		`timeout_tracer_bpf_missed_runs_total{source="go"} 0`,
+		`timeout_tracer_tcp_socket_table_total{event="full"} 0`,
+		`timeout_tracer_tcp_socket_table_total{event="stale"} 4`,
 		`timeout_tracer_otlp_spans_exported_total 10`,
 		`timeout_tracer_otlp_spans_dropped_total{reason="queue_full"} 3`,
 		`timeout_tracer_otlp_spans_dropped_total{reason="export_failed"} 2`,

@@ -250,6 +250,14 @@ func (p *Pipeline) ExportLosses(m *export.Metrics) {
 		s, err := p.goN.Stats()
 		return s.Missed, err
 	})
+	m.SocketTable("full", func() (uint64, error) {
+		s, err := p.tcp.Stats()
+		return s.SocksFull, err
+	})
+	m.SocketTable("stale", func() (uint64, error) {
+		s, err := p.tcp.Stats()
+		return s.SocksStale, err
+	})
 	m.WatchStorm(func() export.StormStats {
 		s := p.StormStats()
 		return export.StormStats{Trips: s.Trips, DetachedSeconds: s.Detached.Seconds(), UnseenEstimate: s.UnseenEstimate, Sheds: s.Sheds}

@@ -22,6 +22,8 @@ enum tt_tcp_kind {
 	TT_KIND_CLOSE = 15,            /* lifecycle: -> CLOSE from a connected state */
 	TT_KIND_ACTIVITY = 16,         /* the owner sent or received (at most once per interval per socket,
 	                                  and whenever another goroutine does the I/O) */
+	TT_KIND_CLOSING = 17,          /* lifecycle: this side closed a connected socket (ESTABLISHED -> FIN_WAIT1,
+	                                  CLOSE_WAIT -> LAST_ACK): a cancelled call's connection is closed with it */
 };
 
 /* Direction of an activity event. */
@@ -35,7 +37,8 @@ enum tt_stat {
 	TT_STAT_RATE_LIMITED = 2, /* events suppressed by the per-socket rate limit */
 	TT_STAT_SOCKS_FULL = 3,   /* sockets not tracked because the socket table was full */
 	TT_STAT_OWNER_HITS = 4,   /* process-context hook runs (owner recording) */
-	TT_STAT_MAX = 5,
+	TT_STAT_SOCKS_STALE = 5,  /* socket table entries left by a freed socket, found by the cookie of the one now at their address */
+	TT_STAT_MAX = 6,
 };
 
 struct tt_tcp_event {

@@ -441,8 +441,8 @@ func TestHealthyTrafficIsQuiet(t *testing.T) {
 	}
 }
 
-// TestLifecycleEvents: with lifecycle on, connect, established and close
-// bracket a connection.
+// TestLifecycleEvents: with lifecycle on, connect, established, closing
+// (this side's close) and close bracket a connection.
 func TestLifecycleEvents(t *testing.T) {
 	requireTracing(t)
 	p := netlab.NewPair(t)
@@ -456,8 +456,13 @@ func TestLifecycleEvents(t *testing.T) {
 	local := addrPort(t, conn.LocalAddr())
 	conn.Close()
 	evs := collect(t, c, netip.AddrPort{}, srv, 3*time.Second, func(e []event.TCP) bool { return count(e, event.TCPClose) > 0 })
-	if count(evs, event.TCPConnect) != 1 || count(evs, event.TCPEstablished) != 1 || count(evs, event.TCPClose) != 1 {
-		t.Fatalf("want connect, established, close; got %s", kinds(evs))
+	if count(evs, event.TCPConnect) != 1 || count(evs, event.TCPEstablished) != 1 || count(evs, event.TCPClosing) != 1 || count(evs, event.TCPClose) != 1 {
+		t.Fatalf("want connect, established, closing, close; got %s", kinds(evs))
+	}
+	for i, e := range evs {
+		if e.Kind == event.TCPClosing && (e.OldState != 1 || e.State != 4 || i+1 >= len(evs) || evs[len(evs)-1].Kind != event.TCPClose) {
+			t.Errorf("closing %s -> %s at %d of %s: want ESTABLISHED -> FIN_WAIT1 before the close", e.OldState, e.State, i, kinds(evs))
+		}
 	}
 	for _, e := range evs[1:] { // connect has no local port yet in some kernels
 		if e.Local != local {

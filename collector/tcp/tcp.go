@@ -52,10 +52,14 @@ type Config struct {
 
 // Stats are the collector's counters, summed over CPUs.
 type Stats struct {
-	Emitted      uint64 // events the kernel wrote to the ring buffer
-	Lost         uint64 // events dropped because the ring buffer was full
-	RateLimited  uint64 // events suppressed by the per-socket rate limit
-	SocksFull    uint64 // sockets not tracked because the socket table was full
+	Emitted     uint64 // events the kernel wrote to the ring buffer
+	Lost        uint64 // events dropped because the ring buffer was full
+	RateLimited uint64 // events suppressed by the per-socket rate limit
+	SocksFull   uint64 // sockets not tracked because the socket table was full
+	// SocksStale counts socket table entries left by a freed socket and
+	// found, by the cookie of the socket now at their address, before
+	// they could lend it the old one's identity.
+	SocksStale   uint64
 	OwnerHits    uint64 // process-context hook runs (send, receive, connect)
 	DecodeErrors uint64 // samples userspace could not decode
 	// Missed counts hook runs the kernel skipped: a program's tracepoint
@@ -273,7 +277,7 @@ func (c *Collector) Stats() (Stats, error) {
 	if c.closed {
 		return s, errors.New("read stats: collector closed")
 	}
-	if err := collector.Counters(c.maps.Stats, &s.Emitted, &s.Lost, &s.RateLimited, &s.SocksFull, &s.OwnerHits); err != nil {
+	if err := collector.Counters(c.maps.Stats, &s.Emitted, &s.Lost, &s.RateLimited, &s.SocksFull, &s.OwnerHits, &s.SocksStale); err != nil {
 		return s, fmt.Errorf("read stats: %w", err)
 	}
 	c.mu.Lock()

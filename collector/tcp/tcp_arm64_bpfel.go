@@ -72,7 +72,8 @@ const (
 	tcpTtStatTT_STAT_RATE_LIMITED tcpTtStat = 2
 	tcpTtStatTT_STAT_SOCKS_FULL   tcpTtStat = 3
 	tcpTtStatTT_STAT_OWNER_HITS   tcpTtStat = 4
-	tcpTtStatTT_STAT_MAX          tcpTtStat = 5
+	tcpTtStatTT_STAT_SOCKS_STALE  tcpTtStat = 5
+	tcpTtStatTT_STAT_MAX          tcpTtStat = 6
 )
 
 type tcpTtTcpEvent struct {
@@ -132,6 +133,7 @@ const (
 	tcpTtTcpKindTT_KIND_ESTABLISHED       tcpTtTcpKind = 14
 	tcpTtTcpKindTT_KIND_CLOSE             tcpTtTcpKind = 15
 	tcpTtTcpKindTT_KIND_ACTIVITY          tcpTtTcpKind = 16
+	tcpTtTcpKindTT_KIND_CLOSING           tcpTtTcpKind = 17
 )
 
 // Names of all BPF objects in the ELF.

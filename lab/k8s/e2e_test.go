@@ -664,6 +664,11 @@ func (c *cluster) checkMetrics(t *testing.T, a agentPod) {
 		}
 	}
 	t.Logf("timeout_tracer_context_endings_total: %d series, by cause %v", len(series), byCause)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "timeout_tracer_tcp_socket_table_total{") || strings.HasPrefix(line, "timeout_tracer_ringbuffer_lost_events_total{") {
+			t.Logf("%s", line)
+		}
+	}
 	for _, k := range []string{"slow_peer", "rto"} {
 		if byCause[k] == 0 {
 			t.Errorf("/metrics counts no %s timeout:\n%s", k, strings.Join(series, "\n"))
