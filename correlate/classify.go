@@ -239,6 +239,43 @@ func (c *Correlator) decideExact(cause *Cause, cands []*evidence, d *event.Deadl
 
 // decideProcess: the process-wide guess, or its absence.
 func (c *Correlator) decideProcess(cause *Cause, cands []*evidence, d *event.Deadline, w Window) {
+	// Sockets the process closed before the expiry were some earlier
+	// call's: a call whose connection is closed under it fails then, it
+	// does not wait for its deadline. Listed last, and left out of the
+	// decision while others remain (a storm's second wave: the first
+	// wave's connections, in RTOs and closed with their calls, beside
+	// the new connections in SYN retries that the second wave waited on).
+	open := 0
+	for _, e := range cands {
+		if !e.closedBefore {
+			open++
+		}
+	}
+	if open > 0 && open < len(cands) {
+		slices.SortStableFunc(cands, func(a, b *evidence) int {
+			switch {
+			case a.closedBefore == b.closedBefore:
+				return 0
+			case b.closedBefore:
+				return -1
+			}
+			return 1
+		})
+		closed := len(cands) - open
+		c.decideOpen(cause, cands[:open], d, w)
+		note := fmt.Sprintf("%s of pid %d in use in the window %s closed by the process before the expiry: left out (a call whose connection is closed fails then, it does not wait for its deadline)",
+			plural(closed, "socket", "sockets"), d.PID, map[bool]string{true: "was", false: "were"}[closed == 1])
+		if cause.Note != "" {
+			note = cause.Note + "; " + note
+		}
+		cause.Note = note
+		return
+	}
+	c.decideOpen(cause, cands, d, w)
+}
+
+// decideOpen is decideProcess over the candidates that count.
+func (c *Correlator) decideOpen(cause *Cause, cands []*evidence, d *event.Deadline, w Window) {
 	switch len(cands) {
 	case 0:
 		p := c.procs[d.PID]
@@ -267,6 +304,9 @@ func (c *Correlator) decideProcess(cause *Cause, cands []*evidence, d *event.Dea
 		cause.Note = fmt.Sprintf("the only socket of pid %d in use in the window", d.PID)
 		return
 	}
+	if c.decideClosed(cause, cands, d, w) {
+		return
+	}
 	cause.Confidence = Ambiguous
 	agreed := cands[0].class
 	for _, e := range cands[1:] {
@@ -282,6 +322,56 @@ func (c *Correlator) decideProcess(cause *Cause, cands []*evidence, d *event.Dea
 	}
 	cause.Summary = summarize(agreed, cands, w)
 	cause.Note = fmt.Sprintf("%d sockets of pid %d were in use in the window and all show %s", len(cands), d.PID, agreed)
+}
+
+// decideClosed: of several candidates, the ones the process closed within
+// CloseWindow after the expiry. A call cancelled by its deadline closes
+// its connection with it (net/http's HTTP/1 transport, database drivers),
+// the other connections in use stay open: a storm's first wave without
+// bindings had 4 connections in RTOs, closed within a millisecond of their
+// requests' expiries, beside the new connections the other workers opened
+// (SYN_SENT, nothing to show yet), and was unknown. When the closed ones
+// agree on a class, it is the answer (probable), and they are listed
+// first; else, or when none or all were closed, it decides nothing.
+func (c *Correlator) decideClosed(cause *Cause, cands []*evidence, d *event.Deadline, w Window) bool {
+	n := 0
+	for _, e := range cands {
+		if e.closedAfter {
+			n++
+		}
+	}
+	if n == 0 || n == len(cands) {
+		return false
+	}
+	var agreed Class
+	for _, e := range cands {
+		if !e.closedAfter {
+			continue
+		}
+		if agreed == "" {
+			agreed = e.class
+		} else if e.class != agreed {
+			return false
+		}
+	}
+	if agreed == ClassUnknown {
+		return false
+	}
+	// Closed first, each part in its order.
+	slices.SortStableFunc(cands, func(a, b *evidence) int {
+		switch {
+		case a.closedAfter == b.closedAfter:
+			return 0
+		case a.closedAfter:
+			return -1
+		}
+		return 1
+	})
+	cause.Class, cause.Confidence = agreed, Probable
+	cause.Summary = summarize(agreed, cands[:n], w)
+	cause.Note = fmt.Sprintf("pid %d closed %s within %s of the expiry (a call cancelled by its deadline closes its connection), all showing %s; %s in use in the window stayed open",
+		d.PID, plural(n, "connection", "connections"), fmtDur(uint64(c.cfg.CloseWindow)), describe(agreed), plural(len(cands)-n, "other socket", "other sockets"))
+	return true
 }
 
 // describe names a connection's class in a list.

@@ -383,3 +383,135 @@ func TestHeldAtAttachIsNotLocal(t *testing.T) {
 		})
 	}
 }
+
+// A socket known from a binding alone, not one kernel event of it recorded
+// while the kernel side saw others: no proof of health, unknown (in a
+// cluster it was a connect in SYN retries whose events had gone under a
+// stale socket entry, and read slow_peer "no retransmits"). A bound socket
+// whose handshake was seen stays slow_peer.
+func TestBoundSocketWithoutEventsIsNotHealthy(t *testing.T) {
+	sc := newScenario("t", "")
+	other := sc.conn(2, 10, "app", "10.0.0.1:1002", "10.0.0.2:80", 100*time.Microsecond)
+	other.handshake(0, 6)
+	silent := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.3:80", 0)
+	silent.bind(1000, 5, event.BindDial)
+	sc.deadline(10, "app", 1000, 500, 5, at)
+	r := one(t, sc)
+	expect(t, r, ClassUnknown, Exact)
+	if !strings.Contains(r.Cause.Summary+r.Cause.Note+fmt.Sprint(r.Cause.Connections), "no kernel event of this socket") {
+		t.Errorf("summary %q, note %q: want it to say no event of the socket was recorded", r.Cause.Summary, r.Cause.Note)
+	}
+
+	sc = newScenario("t", "")
+	seen := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.3:80", 100*time.Microsecond)
+	seen.handshake(0, 5)
+	seen.bind(1000, 5, event.BindHTTPRoundTrip)
+	sc.deadline(10, "app", 1000, 500, 5, at)
+	expect(t, one(t, sc), ClassSlowPeer, Exact)
+}
+
+// A storm's first wave without bindings: four workers' requests time out
+// together on their four connections in RTOs, each connection closed by
+// its cancelled request right after the expiry, while workers whose
+// requests had just failed open new connections (SYN_SENT, nothing to show
+// yet). The connections closed with the calls decide: rto, probable. When
+// the closed ones disagree, or a close came before the expiry, nothing is
+// concluded from them.
+func TestConnectionsClosedWithTheCallDecide(t *testing.T) {
+	build := func(closeAt func(i int) float64, lossy func(i int) bool) *scenario {
+		sc := newScenario("t", "")
+		for i := 0; i < 4; i++ {
+			c := sc.conn(uint64(1+i), 10, "app", fmt.Sprintf("10.0.0.1:%d", 1000+i), "10.0.0.2:80", 100*time.Microsecond)
+			c.handshake(0, 0)
+			c.act(8000, 0, true)
+			if lossy(i) {
+				c.blackhole(8000, 12000)
+			}
+			c.tcp(closeAt(i), event.TCPClosing, oldState(1), state(4))
+		}
+		for i := 0; i < 2; i++ {
+			n := sc.conn(uint64(10+i), 10, "app", "10.0.0.1:0", "10.0.0.2:80", 0)
+			n.tcp(9499.5+0.1*float64(i), event.TCPConnect, oldState(7), state(2))
+		}
+		for i := 0; i < 4; i++ {
+			sc.deadline(10, "app", 8000+0.01*float64(i), 1500, 0, "", noDetail())
+		}
+		return sc
+	}
+	all := func(int) bool { return true }
+	rs, _ := run(t, Config{}, build(func(i int) float64 { return 9500.3 + 0.1*float64(i) }, all))
+	if len(rs) != 4 {
+		t.Fatalf("%d reports, want 4", len(rs))
+	}
+	for _, r := range rs {
+		expect(t, r, ClassRTO, Probable)
+		if !strings.Contains(r.Cause.Note, "closed 4 connections within 50 ms of the expiry") || r.Cause.Connections[0].Class != ClassRTO {
+			t.Errorf("note %q, first connection %+v", r.Cause.Note, r.Cause.Connections[0])
+		}
+	}
+
+	// One of the closed connections is healthy: they disagree.
+	rs, _ = run(t, Config{}, build(func(i int) float64 { return 9500.3 + 0.1*float64(i) }, func(i int) bool { return i != 2 }))
+	for _, r := range rs {
+		if r.Cause.Class != ClassUnknown {
+			t.Errorf("closed connections disagree, got %s/%s: %s", r.Cause.Class, r.Cause.Confidence, r.Cause.Summary)
+		}
+	}
+
+	// Closed before the expiry, or long after it: not the call's.
+	for _, at := range []float64{9400, 9700} {
+		rs, _ = run(t, Config{}, build(func(int) float64 { return at }, all))
+		for _, r := range rs {
+			if r.Cause.Class != ClassUnknown {
+				t.Errorf("closed at %v ms, expiry at 9500: %s/%s: %s", at, r.Cause.Class, r.Cause.Confidence, r.Cause.Summary)
+			}
+		}
+	}
+}
+
+// The second wave of the same storm: the first wave's connections, in RTOs
+// and closed with their calls 1.5 s before, were no second-wave call's;
+// the new connections in SYN retries were: syn_timeout. A close just
+// before the expiry (a socket deadline set from the context ends the call
+// a moment before the context's timer fires) is the call's own.
+func TestConnectionsClosedBeforeTheExpiryAreLeftOut(t *testing.T) {
+	sc := newScenario("t", "")
+	for i := 0; i < 4; i++ {
+		c := sc.conn(uint64(1+i), 10, "app", fmt.Sprintf("10.0.0.1:%d", 1000+i), "10.0.0.2:80", 100*time.Microsecond)
+		c.handshake(0, 0)
+		c.act(8000, 0, true)
+		c.blackhole(8000, 12000)
+		c.tcp(9500.3, event.TCPClosing, oldState(1), state(4))
+	}
+	for i := 0; i < 4; i++ {
+		n := sc.conn(uint64(10+i), 10, "app", fmt.Sprintf("10.0.0.1:%d", 2000+i), "10.0.0.2:80", 0)
+		n.tcp(9500.5, event.TCPConnect, oldState(7), state(2))
+		n.tcp(10501, event.TCPSynRetransmit, state(2))
+		sc.deadline(10, "app", 9500.4, 1500, 0, "", noDetail())
+	}
+	rs, _ := run(t, Config{}, sc)
+	if len(rs) != 4 {
+		t.Fatalf("%d reports, want 4", len(rs))
+	}
+	for _, r := range rs {
+		expect(t, r, ClassSynTimeout, Ambiguous)
+		if !strings.Contains(r.Cause.Note, "4 sockets of pid 10 in use in the window were closed by the process before the expiry: left out") {
+			t.Errorf("note %q", r.Cause.Note)
+		}
+		if last := r.Cause.Connections[len(r.Cause.Connections)-1]; last.Class != ClassRTO {
+			t.Errorf("the closed connections are not listed last: %+v", r.Cause.Connections)
+		}
+	}
+
+	// Closed 10 ms before the expiry: the call's own (a socket deadline).
+	sc = newScenario("t", "")
+	own := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 0)
+	own.tcp(8000, event.TCPConnect, oldState(7), state(2))
+	own.tcp(9000, event.TCPSynRetransmit, state(2))
+	own.tcp(9490, event.TCPConnectAborted, oldState(2), state(7))
+	other := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.3:80", 100*time.Microsecond)
+	other.handshake(0, 0)
+	other.act(9000, 0, true)
+	sc.deadline(10, "app", 8000, 1500, 0, "", noDetail())
+	expect(t, one(t, sc), ClassSynTimeout, Probable)
+}

@@ -24,6 +24,12 @@ type Config struct {
 	// IdleTimeout drops sockets, goroutines and processes without events for
 	// this long. Default 2m.
 	IdleTimeout time.Duration
+	// CloseWindow is how soon after an expiry a connection the process
+	// closes counts as the expiring call's: a cancelled call's connection
+	// is closed with it (net/http's HTTP/1 transport, database drivers),
+	// within a millisecond or so. Without a binding, the candidates closed
+	// this soon are looked at first. Default 50ms; at most Grace.
+	CloseWindow time.Duration
 	// ClosedLinger keeps a closed socket this long, so a deadline expiring
 	// later whose window covers the close still finds it. Default: Lookback.
 	ClosedLinger time.Duration
@@ -59,6 +65,7 @@ func DefaultConfig() Config {
 		Grace:                   250 * time.Millisecond,
 		Lookback:                10 * time.Second,
 		Slack:                   50 * time.Millisecond,
+		CloseWindow:             50 * time.Millisecond,
 		ActivityResolution:      time.Second,
 		IdleTimeout:             2 * time.Minute,
 		MaxSockets:              16384,
@@ -88,6 +95,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"Grace", &c.Grace, def.Grace},
 		{"Lookback", &c.Lookback, def.Lookback},
 		{"Slack", &c.Slack, def.Slack},
+		{"CloseWindow", &c.CloseWindow, def.CloseWindow},
 		{"ActivityResolution", &c.ActivityResolution, def.ActivityResolution},
 		{"IdleTimeout", &c.IdleTimeout, def.IdleTimeout},
 		{"ClosedLinger", &c.ClosedLinger, 0}, // 0: Lookback, filled in below
@@ -103,6 +111,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ClosedLinger == 0 {
 		c.ClosedLinger = c.Lookback
 	}
+	c.CloseWindow = min(c.CloseWindow, c.Grace)
 	for _, n := range []struct {
 		name string
 		v    *int

@@ -234,7 +234,7 @@ func (c *Correlator) onTCP(e *event.TCP) {
 		c.stats.EventsEvicted++
 	}
 	switch e.Kind {
-	case event.TCPClose, event.TCPConnectFailed, event.TCPConnectAborted:
+	case event.TCPClose, event.TCPClosing, event.TCPConnectFailed, event.TCPConnectAborted:
 		if !s.closed || e.Mono < s.closedAt {
 			s.closed, s.closedAt = true, e.Mono
 		}

@@ -37,8 +37,15 @@ type evidence struct {
 	connRejected              syscall.Errno
 	abortedRetry, abortedBare bool
 	established               bool
-	snap                      *tcpRec // last record at or before hi with an RTT snapshot
-	state                     *tcpRec // last record at or before hi
+	// closedAfter: the process closed the socket (or gave up its connect)
+	// within CloseWindow of the expiry: the expiring call's, likely.
+	closedAfter bool
+	// closedBefore: the process closed it (or gave up its connect) longer
+	// than that before the expiry. A call whose connection is closed ends
+	// with an error then, not at its deadline: not the expiring call's.
+	closedBefore bool
+	snap         *tcpRec // last record at or before hi with an RTT snapshot
+	state        *tcpRec // last record at or before hi
 
 	class Class
 	why   string // for ClassUnknown
@@ -58,6 +65,7 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 	// found: the history is in arrival order, which is time order up to
 	// late events, and those are at most about a grace window late.
 	late := uint64(c.cfg.Grace)
+	var localClose, end uint64 // first close by this side, first end, in the window
 	for i := s.hist.len() - 1; i >= 0; i-- {
 		r := s.hist.at(i)
 		if r.mono > sp.hi {
@@ -86,6 +94,18 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		e.supp += int(r.suppressed)
 		causal := r.mono <= sp.expiry
 		errno := syscall.Errno(r.errno)
+		switch r.kind {
+		case event.TCPClosing, event.TCPResetSent, event.TCPConnectAborted:
+			// This side's close (TCPClose is any end, a peer's reset
+			// included).
+			if localClose == 0 || r.mono < localClose {
+				localClose = r.mono
+			}
+		case event.TCPClose:
+			if end == 0 || r.mono < end {
+				end = r.mono
+			}
+		}
 		switch r.kind {
 		case event.TCPRTO:
 			e.rtos = append(e.rtos, rtoAt{r.mono, int64(r.rtoUs+500) / 1000})
@@ -130,6 +150,20 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 				e.errOther = errno
 			}
 		}
+	}
+	// Closed with the call: this side's close, or else the end, within
+	// CloseWindow of the expiry (either side: a call ended by a socket
+	// deadline set from the context closes its connection a moment before
+	// the context's timer fires). Closed before: this side's close longer
+	// before it.
+	win := uint64(c.cfg.CloseWindow)
+	switch {
+	case localClose != 0 && localClose+win < sp.expiry:
+		e.closedBefore = true
+	case localClose != 0:
+		e.closedAfter = localClose <= sp.expiry+win
+	case end != 0:
+		e.closedAfter = end+win >= sp.expiry && end <= sp.expiry+win
 	}
 	res := uint64(c.cfg.ActivityResolution)
 	for i, n := s.actFrom(sp.lo, res), s.act.len(); i < n; i++ {
@@ -187,6 +221,13 @@ func (c *Correlator) verdict(e *evidence, sp span) (Class, string) {
 		return ClassUnknown, fmt.Sprintf("the connection to %s failed with %s", e.peerName(), errnoName(e.errOther))
 	case !c.kernelSeen || c.kernelFirst > sp.hi:
 		return ClassUnknown, "no kernel TCP events were recorded, so the connection's health is unknown"
+	case e.state == nil && !e.sent && !e.recv:
+		// Known from a binding alone: not one kernel event (no state
+		// change, no send or receive, no retransmit) of the socket was
+		// recorded up to the expiry. That is no proof of health: in a
+		// cluster such a socket was a connect in SYN retries whose events
+		// had gone under another socket's entry.
+		return ClassUnknown, "no kernel event of this socket was recorded, so its health is unknown"
 	}
 	return ClassSlowPeer, ""
 }

@@ -146,8 +146,8 @@ func replayFile(t *testing.T, path string) ([]Report, []byte) {
 // TestMixedRunNeverBlamesTheNetworkForSlowRequests is the accuracy target
 // on the mixed run: with exact bindings, every request to the slow backend
 // is slow_peer and every one to the lossy backend rto; without detail no
-// network cause is given at all (the candidates disagree); the semaphore
-// waiter is local.
+// network cause is given unless the connection the process closed with
+// the call says it; the semaphore waiter is local.
 func TestMixedRunNeverBlamesTheNetworkForSlowRequests(t *testing.T) {
 	reports, _ := replayFile(t, filepath.Join("testdata", "mixed.events"))
 	var slow, lossy, cold, local int
@@ -155,9 +155,17 @@ func TestMixedRunNeverBlamesTheNetworkForSlowRequests(t *testing.T) {
 		c, d := r.Cause, r.Deadline
 		switch {
 		case !d.Detail:
+			// Without bindings: unknown, or the truth when the
+			// connection closed with the call says it (the first, to
+			// the slow backend, is closed 0.6 ms after its expiry; the
+			// second's stays open).
 			cold++
-			if c.Class.Network() || c.Class == ClassSlowPeer {
-				t.Errorf("cold-path deadline at %d: %s/%s (%s)", d.Mono, c.Class, c.Confidence, c.Summary)
+			truth := ClassRTO
+			if d.Mono < mono(850) {
+				truth = ClassSlowPeer
+			}
+			if c.Class != ClassUnknown && c.Class != truth {
+				t.Errorf("cold-path deadline at %d: %s/%s (%s), the request was %s", d.Mono, c.Class, c.Confidence, c.Summary, truth)
 			}
 		case strings.HasPrefix(d.CreatedAt, "main.callSlow"):
 			slow++
