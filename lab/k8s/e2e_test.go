@@ -115,6 +115,14 @@ func TestKubernetesE2E(t *testing.T) {
 		if classes["rto"] == 0 {
 			t.Errorf("client-rto: no rto report after its server was blackholed (classes %v)", classes)
 		}
+		// A blackholed peer is never healthy, nor the process's own
+		// fault (before the stale socket entries were found, the bound
+		// dials read slow_peer "no retransmits").
+		for _, k := range []string{"slow_peer", "local"} {
+			if classes[k] > 0 {
+				t.Errorf("client-rto: %d reports of class %s for a blackholed server", classes[k], k)
+			}
+		}
 		if r := firstOf(rto, "rto"); r != nil {
 			b, _ := json.Marshal(r)
 			t.Logf("a report from inside the cluster:\n%s", b)
