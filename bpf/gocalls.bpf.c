@@ -214,9 +214,20 @@ struct {
 } go_dial SEC(".maps");
 
 /* A connect in progress on a goroutine, under a deadline. */
+/* Deadlines up a dial's context chain whose goroutines it is bound to. */
+#define TT_DIAL_DEADLINES 4
+
 struct dial {
 	__u64 netfd;
-	__u64 goid;   /* the goroutine that set the deadline (else the dialing one) */
+	/* The goroutines that set the deadlines above the dial, nearest first
+	 * (the nearest's creation unseen: the dialing goroutine). A request
+	 * under http.DefaultTransport has two: the dialer's own 30 s
+	 * (net.Dialer.Timeout, set on the dial goroutine) and the request's,
+	 * above a WithoutCancel; bound to the nearest only, the request's
+	 * expiry had no binding and came out unknown. */
+	__u64 goid[TT_DIAL_DEADLINES];
+	__u32 n;
+	__u32 _pad;
 };
 
 /* Connects in flight: {pid, g} -> dial, from netFD.connect's entry to syscall.Connect's return. */
@@ -247,36 +258,60 @@ int go_dial_entry(struct pt_regs *ctx)
 	__u64 g = GO_G(ctx);
 	struct pid_ptr gkey = {.pid = tgid, .ptr = g};
 	struct ctx_walk w = ctx_walk(tgid, GO_ARG2(ctx), GO_ARG3(ctx));
+	struct dial d = {.netfd = GO_ARG1(ctx)};
 	while (ctx_next(&w)) {
 		if (!w.it->is_timer)
 			continue;
-		struct dial d = {.netfd = GO_ARG1(ctx), .goid = goid_of(g, off)};
 		struct pid_ptr dkey = {.pid = tgid, .ptr = w.data};
 		const struct creation *cr = bpf_map_lookup_elem(&deadlines, &dkey);
+		__u64 goid;
 		if (cr)
-			d.goid = cr->goid;
-		bpf_map_update_elem(&dialing, &gkey, &d, BPF_ANY);
-		return 0;
+			goid = cr->goid;
+		else if (d.n == 0)
+			goid = goid_of(g, off);
+		else
+			continue; /* an outer deadline whose creation was not seen */
+		bool dup = false;
+		for (int i = 0; i < TT_DIAL_DEADLINES; i++)
+			if (i < d.n && d.goid[i] == goid)
+				dup = true;
+		if (dup)
+			continue;
+		if (d.n < TT_DIAL_DEADLINES) {
+			d.goid[d.n & (TT_DIAL_DEADLINES - 1)] = goid;
+			d.n++;
+		}
+		if (d.n == TT_DIAL_DEADLINES)
+			break;
 	}
-	bpf_map_delete_elem(&dialing, &gkey);
+	if (d.n)
+		bpf_map_update_elem(&dialing, &gkey, &d, BPF_ANY);
+	else
+		bpf_map_delete_elem(&dialing, &gkey);
 	return 0;
 }
 
 static __always_inline void dial_bind(struct dial *d, __u32 tgid, __s64 fd)
 {
-	struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
-	if (!b) {
-		hit(TT_GO_HIT_DROPPED);
-		return;
+	__u64 cookie = fd_cookie(fd);
+	__u64 now = bpf_ktime_get_ns();
+	for (int i = 0; i < TT_DIAL_DEADLINES; i++) {
+		if (i >= d->n)
+			break;
+		struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
+		if (!b) {
+			hit(TT_GO_HIT_DROPPED);
+			return;
+		}
+		__builtin_memset(b, 0, sizeof(*b));
+		b->ts_ns = now;
+		b->pid = tgid;
+		b->goid = d->goid[i];
+		b->cookie = cookie;
+		b->fd = fd;
+		b->kind = TT_BIND_DIAL;
+		bpf_ringbuf_submit(b, 0);
 	}
-	__builtin_memset(b, 0, sizeof(*b));
-	b->ts_ns = bpf_ktime_get_ns();
-	b->pid = tgid;
-	b->goid = d->goid;
-	b->cookie = fd_cookie(fd);
-	b->fd = fd;
-	b->kind = TT_BIND_DIAL;
-	bpf_ringbuf_submit(b, 0);
 }
 
 /*

@@ -15,7 +15,9 @@ import (
 // inferred (ambiguous with two requests in flight). With the detail tier,
 // the dial (net.(*netFD).connect) walks its context up to the request's
 // deadline and binds the new socket to the goroutine that set it: an
-// unanswered SYN and a refused connect are exact.
+// unanswered SYN and a refused connect are exact, also under
+// http.DefaultTransport's dialer, which sets a deadline of its own: the
+// dial is bound to the goroutine of every deadline above it.
 func TestCauseDialExact(t *testing.T) {
 	requireGoTracing(t)
 	for _, tc := range []struct {
@@ -25,6 +27,10 @@ func TestCauseDialExact(t *testing.T) {
 	}{
 		{"syn_timeout", "syn_timeout", labTarget, []string{"-timeout", "1500ms"}, func(p *netlab.Pair) error { return p.DropSYN(8080) }},
 		{"refused", "refused", "SERVER:9", []string{"-timeout", "300ms", "-retry"}, nil},
+		// A clone of http.DefaultTransport: its dialer's own 30 s
+		// deadline lies between the request's and the dial. Bound to the
+		// nearest deadline only, the request had no binding (unknown).
+		{"default_transport", "syn_timeout", labTarget, []string{"-timeout", "1500ms", "-transport", "default"}, func(p *netlab.Pair) error { return p.DropSYN(8080) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			server := []string{"http-server", "-addr", ":8080"}

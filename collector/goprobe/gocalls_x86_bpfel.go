@@ -28,7 +28,9 @@ type gocallsCreation struct {
 type gocallsDial struct {
 	_     structs.HostLayout
 	Netfd uint64
-	Goid  uint64
+	Goid  [4]uint64
+	N     uint32
+	Pad   uint32
 }
 
 type gocallsGrpcStream struct {

@@ -27,6 +27,11 @@ func newHTTPCaller(cfg clientConfig, tel *telemetry) *httpCaller {
 		MaxIdleConns:        cfg.concurrency,
 		MaxIdleConnsPerHost: cfg.concurrency,
 	}
+	if cfg.transport == "default" {
+		base = http.DefaultTransport.(*http.Transport).Clone()
+		base.Proxy = nil
+		base.MaxIdleConns, base.MaxIdleConnsPerHost = cfg.concurrency, cfg.concurrency
+	}
 	var rt http.RoundTripper = base
 	if cfg.otel {
 		rt = otelhttp.NewTransport(captureTransport{next: base},

@@ -50,6 +50,7 @@ type clientConfig struct {
 	garbageKB   int
 	gogc        int
 	reqBytes    int
+	transport   string
 }
 
 // bind registers the client flags on fs.
@@ -76,6 +77,8 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.traceparent, "traceparent", "",
 		"send this fixed traceparent (00-<trace>-<span>-01) with no OTel on the client; implies -span=none")
 	fs.BoolVar(&c.wait, "wait", false, `after printing "ready PID", wait for a line on stdin before sending`)
+	fs.StringVar(&c.transport, "transport", "plain",
+		"HTTP transport: plain (an http.Transport with no dialer settings)|default (a clone of http.DefaultTransport: its dialer has its own 30 s deadline between the request's and the dial)")
 }
 
 // check validates the flags; explicit lists the flags set on the command
@@ -90,6 +93,11 @@ func (c *clientConfig) check(explicit map[string]bool) error {
 	case spanBefore, spanInside, spanNone:
 	default:
 		return fmt.Errorf("-span %q: want before, inside or none", c.span)
+	}
+	switch c.transport {
+	case "plain", "default":
+	default:
+		return fmt.Errorf("-transport %q: want plain or default", c.transport)
 	}
 	if c.burn < 0 || c.ballastMB < 0 || c.garbageKB < 0 {
 		return fmt.Errorf("-burn %d -ballast-mb %d -garbage-kb %d: want >= 0", c.burn, c.ballastMB, c.garbageKB)
