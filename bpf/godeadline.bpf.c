@@ -41,11 +41,22 @@ struct {
  * deadline's context, not an ancestor. LRU: deadlines that are met are
  * never consumed.
  */
+struct child_span {
+	struct span_ids ids;
+	/* The deadline's timerCtx.deadline when the span started: a deadline
+	 * met in time leaves its entry behind, and the GC gives its address to
+	 * a later context; without this, that context's expiry took the
+	 * earlier request's span (5-7 % of reports with long-lived workers),
+	 * and the later request's own span was refused (first child only). */
+	__u64 deadline_wall;
+	__s64 deadline_ext;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct pid_ptr);
-	__type(value, struct span_ids);
+	__type(value, struct child_span);
 } child_spans SEC(".maps");
 
 struct {
@@ -135,7 +146,15 @@ int go_span_start_ret(struct pt_regs *ctx)
 	while (ctx_next(&w)) {
 		if (w.it->is_timer) {
 			struct pid_ptr dkey = {.pid = tgid, .ptr = w.data};
-			bpf_map_update_elem(&child_spans, &dkey, &ids, BPF_NOEXIST);
+			struct child_span cs = {.ids = ids};
+			cs.deadline_wall = read_u64(w.data + off->timerctx_deadline);
+			cs.deadline_ext = (__s64)read_u64(w.data + off->timerctx_deadline + 8);
+			const struct child_span *old = bpf_map_lookup_elem(&child_spans, &dkey);
+			/* The first span below this deadline stays; an entry of
+			 * another deadline once at this address is replaced. */
+			if (old && old->deadline_wall == cs.deadline_wall && old->deadline_ext == cs.deadline_ext)
+				return 0;
+			bpf_map_update_elem(&child_spans, &dkey, &cs, BPF_ANY);
 			return 0;
 		}
 	}
@@ -200,6 +219,14 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 		cr = bpf_map_lookup_elem(&creating, &gkey);
 	} else {
 		cr = bpf_map_lookup_elem(&deadlines, &key);
+		/* A creation recorded for another context once at this address
+		 * (its deadline met, the entry not swept yet, this one created
+		 * while the detail tier was off): not this deadline's. */
+		if (cr && (cr->deadline_wall != e->deadline_wall || cr->deadline_ext != e->deadline_ext)) {
+			bpf_map_delete_elem(&deadlines, &key);
+			hit(TT_GO_HIT_STALE);
+			cr = NULL;
+		}
 	}
 	if (cr) {
 		e->created_ns = cr->ts_ns;
@@ -212,12 +239,14 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 			bpf_map_delete_elem(&deadlines, &key);
 	}
 	find_span(e, c, tgid, off);
-	struct span_ids *child = bpf_map_lookup_elem(&child_spans, &key);
+	struct child_span *child = bpf_map_lookup_elem(&child_spans, &key);
 	if (child) {
-		if (e->trace_status != TT_TRACE_FOUND) {
-			__builtin_memcpy(e->trace_id, child->trace_id, sizeof(e->trace_id));
-			__builtin_memcpy(e->span_id, child->span_id, sizeof(e->span_id));
-			e->trace_flags = child->flags;
+		if (child->deadline_wall != e->deadline_wall || child->deadline_ext != e->deadline_ext) {
+			hit(TT_GO_HIT_STALE); /* another context's, once at this address */
+		} else if (e->trace_status != TT_TRACE_FOUND) {
+			__builtin_memcpy(e->trace_id, child->ids.trace_id, sizeof(e->trace_id));
+			__builtin_memcpy(e->span_id, child->ids.span_id, sizeof(e->span_id));
+			e->trace_flags = child->ids.flags;
 			e->trace_status = TT_TRACE_CHILD_SPAN;
 		}
 		bpf_map_delete_elem(&child_spans, &key);

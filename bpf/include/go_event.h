@@ -168,7 +168,8 @@ enum tt_go_hit {
 	TT_GO_HIT_DIAL = 11,       /* detail: connects (netFD.connect entry, syscall.Connect returns) */
 	TT_GO_HIT_NEWPROC = 12,    /* detail: goroutines started (runtime.newproc1 entry and returns) */
 	TT_GO_HIT_RACED = 13,      /* cold: timers that fired after a parent's expiry cancelled them (the parent is reported) */
-	TT_GO_HIT_MAX = 14,
+	TT_GO_HIT_STALE = 14,      /* cold: creation or child-span records of another context once at the expiring one's address, not used */
+	TT_GO_HIT_MAX = 15,
 };
 
 struct tt_go_event {

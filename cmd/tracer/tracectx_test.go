@@ -312,6 +312,24 @@ func TestTraceContextConcurrentMixed(t *testing.T) {
 	checkTraceIDs(t, run.client, run.reports, clientTimeout, 0.99)
 }
 
+// TestTraceContextSpanInsideReusedContexts: spans opened inside the call
+// (the deadline's only span is the transport's, below it), four
+// long-lived workers making request after request, about half of them
+// answered in time. A met deadline left its child-span entry behind, the
+// GC gave its address to a later context, and that context's expiry took
+// the earlier request's trace ID: 5-7 % of the reports. No report may
+// carry an ID that is not an expired request's.
+func TestTraceContextSpanInsideReusedContexts(t *testing.T) {
+	requireGoTracing(t)
+	for _, proto := range []string{"http", "grpc"} {
+		t.Run(proto, func(t *testing.T) {
+			server := []string{proto + "-server", "-addr", ":8080", "-delay", "60ms", "-delay-jitter", "80ms"}
+			run := runLabProto(t, proto, server, []string{"-n", "400", "-concurrency", "4", "-timeout", clientTimeout.String(), "-span", "inside"}, "--detail", "always")
+			checkTraceIDs(t, run.client, run.reports, clientTimeout, 0.97)
+		})
+	}
+}
+
 // splitArgs splits server arguments at "--": one list per server.
 func splitArgs(args []string) [][]string {
 	var out [][]string

@@ -13,6 +13,19 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type godeadlineChildSpan struct {
+	_   structs.HostLayout
+	Ids struct {
+		_       structs.HostLayout
+		TraceId [16]uint8
+		SpanId  [8]uint8
+		Flags   uint8
+		Pad     [7]uint8
+	}
+	DeadlineWall uint64
+	DeadlineExt  int64
+}
+
 type godeadlineCreation struct {
 	_            structs.HostLayout
 	TsNs         uint64
@@ -37,14 +50,6 @@ type godeadlinePidPtr struct {
 	Pid uint32
 	Pad uint32
 	Ptr uint64
-}
-
-type godeadlineSpanIds struct {
-	_       structs.HostLayout
-	TraceId [16]uint8
-	SpanId  [8]uint8
-	Flags   uint8
-	Pad     [7]uint8
 }
 
 type godeadlineTraceparent struct {
@@ -134,7 +139,8 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_DIAL         godeadlineTtGoHit = 11
 	godeadlineTtGoHitTT_GO_HIT_NEWPROC      godeadlineTtGoHit = 12
 	godeadlineTtGoHitTT_GO_HIT_RACED        godeadlineTtGoHit = 13
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 14
+	godeadlineTtGoHitTT_GO_HIT_STALE        godeadlineTtGoHit = 14
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 15
 )
 
 type godeadlineTtGoNoOffset uint32

@@ -28,20 +28,25 @@ type Config struct {
 
 // Stats are the probes' counters.
 type Stats struct {
-	ExpiryHits       uint64 // cold-tier probe hits (expiries, and nothing else)
-	CreateHits       uint64 // detail-tier hits: WithDeadlineCause entries
-	ReturnHits       uint64 // detail-tier hits: WithDeadlineCause returns
-	Dropped          uint64 // expiries lost: ring buffer full
-	DetailFull       uint64 // creations not recorded: table full
-	HeaderHits       uint64 // detail-tier hits: net/http header keys parsed (inbound traceparent)
-	RequestHits      uint64 // detail-tier hits: net/http requests read
-	SpanHits         uint64 // detail-tier hits: OpenTelemetry spans started
-	RoundTripHits    uint64 // detail-tier hits: net/http client round trips
-	GRPCHeaderHits   uint64 // detail-tier hits: gRPC server HEADERS frames (inbound metadata)
-	GRPCStreamHits   uint64 // detail-tier hits: gRPC client streams opened
-	DialHits         uint64 // detail-tier hits: connects (entry, after connect(2), returns)
-	NewprocHits      uint64 // detail-tier hits: goroutines started (runtime.newproc1 entry and returns)
-	Raced            uint64 // timers that fired on a context a parent's expiry had cancelled (that expiry is reported), or, where the binary's types are unknown, one the program had
+	ExpiryHits     uint64 // cold-tier probe hits (expiries, and nothing else)
+	CreateHits     uint64 // detail-tier hits: WithDeadlineCause entries
+	ReturnHits     uint64 // detail-tier hits: WithDeadlineCause returns
+	Dropped        uint64 // expiries lost: ring buffer full
+	DetailFull     uint64 // creations not recorded: table full
+	HeaderHits     uint64 // detail-tier hits: net/http header keys parsed (inbound traceparent)
+	RequestHits    uint64 // detail-tier hits: net/http requests read
+	SpanHits       uint64 // detail-tier hits: OpenTelemetry spans started
+	RoundTripHits  uint64 // detail-tier hits: net/http client round trips
+	GRPCHeaderHits uint64 // detail-tier hits: gRPC server HEADERS frames (inbound metadata)
+	GRPCStreamHits uint64 // detail-tier hits: gRPC client streams opened
+	DialHits       uint64 // detail-tier hits: connects (entry, after connect(2), returns)
+	NewprocHits    uint64 // detail-tier hits: goroutines started (runtime.newproc1 entry and returns)
+	Raced          uint64 // timers that fired on a context a parent's expiry had cancelled (that expiry is reported), or, where the binary's types are unknown, one the program had
+	// Stale counts creation and child-span records left by a context
+	// whose deadline was met, found at the address of a later one when it
+	// expired (their deadlines differ) and not used: they would have given
+	// it the earlier request's creation, goroutine and trace.
+	Stale            uint64
 	Swept            uint64 // recorded creations removed because their deadline passed unseen (met in time)
 	DecodeErrors     uint64
 	LateCookieErrors uint64 // bound connections whose cookie could not be asked of the kernel (see lateCookie)
