@@ -95,7 +95,7 @@ func (c *clientConfig) check(explicit map[string]bool) error {
 		return fmt.Errorf("-span %q: want before, inside or none", c.span)
 	}
 	switch c.transport {
-	case "plain", "default":
+	case "", "plain", "default":
 	default:
 		return fmt.Errorf("-transport %q: want plain or default", c.transport)
 	}

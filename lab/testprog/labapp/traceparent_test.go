@@ -44,6 +44,8 @@ func TestClientFlagCheck(t *testing.T) {
 		{"defaults", clientConfig{proto: "http", span: spanBefore, otel: true, concurrency: 1}, nil, true},
 		{"bad proto", clientConfig{proto: "udp", span: spanBefore, concurrency: 1}, nil, false},
 		{"bad span", clientConfig{proto: "http", span: "after", concurrency: 1}, nil, false},
+		{"default transport", clientConfig{proto: "http", span: spanBefore, otel: true, concurrency: 1, transport: "default"}, nil, true},
+		{"bad transport", clientConfig{proto: "http", span: spanBefore, otel: true, concurrency: 1, transport: "h3"}, nil, false},
 		{"inside without otel", clientConfig{proto: "grpc", span: spanInside, concurrency: 1}, nil, false},
 		{"no workers", clientConfig{proto: "http", span: spanNone}, nil, false},
 		{"traceparent", clientConfig{proto: "http", span: spanBefore, otel: true, concurrency: 1, traceparent: tp}, nil, true},
