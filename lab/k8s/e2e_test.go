@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"golang.org/x/sys/unix"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -683,8 +685,66 @@ func (c *cluster) checkMetrics(t *testing.T, a agentPod) {
 		}
 	}
 	if !strings.Contains(string(b), "namespace=\""+workNS+"\"") {
-		t.Logf("note: no series of /metrics has a namespace label (the daemon does not emit one yet)")
+		t.Errorf("no series of /metrics has the workload's namespace label %q", workNS)
 	}
+	// The real scrape is clean by Prometheus's own linter.
+	problems, err := promlint.New(bytes.NewReader(b)).Lint()
+	if err != nil {
+		t.Errorf("promlint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	c.checkDashboard(t, b)
+}
+
+// dashboardOptional are metrics the dashboard queries that this e2e's
+// daemon has no series of, and why: the manifest runs without --audit, and
+// the others count what did not happen here.
+var dashboardOptional = map[string]string{
+	"timeout_tracer_call_deadline_remaining_seconds": "needs --audit",
+	"timeout_tracer_calls_without_deadline_total":    "needs --audit",
+	"timeout_tracer_hung_calls_total":                "needs --audit",
+	"timeout_tracer_label_overflow_total":            "no label overflowed",
+	"timeout_tracer_tcp_events_suppressed_total":     "no event was rate-limited",
+	"timeout_tracer_tcp_resets_total":                "no reset",
+}
+
+// checkDashboard: every metric the shipped Grafana dashboard queries has a
+// family in the real scrape, but for dashboardOptional's, which are only
+// noted when absent.
+func (c *cluster) checkDashboard(t *testing.T, scrape []byte) {
+	dash, err := os.ReadFile(filepath.Join("..", "..", "deploy", "grafana", "timeout-tracer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	families := map[string]bool{}
+	for _, line := range strings.Split(string(scrape), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "#" && f[1] == "TYPE" {
+			families[f[2]] = true
+		}
+	}
+	seen := map[string]bool{}
+	for _, name := range regexp.MustCompile(`timeout_tracer_[a-z_]+`).FindAllString(string(dash), -1) {
+		base := name
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if s, ok := strings.CutSuffix(name, suffix); ok && families[s] {
+				base = s
+			}
+		}
+		if seen[base] {
+			continue
+		}
+		seen[base] = true
+		switch why, optional := dashboardOptional[base]; {
+		case families[base]:
+		case optional:
+			t.Logf("dashboard: %s has no series here (%s)", base, why)
+		default:
+			t.Errorf("the dashboard queries %s, which the daemon's scrape does not have", base)
+		}
+	}
+	t.Logf("dashboard: %d metrics queried, checked against the scrape", len(seen))
 }
 
 // checkJaeger: the reports' spans reached the Jaeger on the node through
