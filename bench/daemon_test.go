@@ -32,16 +32,7 @@ func procCPU(pid int) time.Duration {
 }
 
 // procRSS is a process's resident set size.
-func procRSS(pid int) int64 {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
+func procRSS(pid int) int64 { return statusBytes(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:") }
 
 // agentLog collects the daemon's "tracing process" lines: pid -> time
 // from its exec to its probes attached.

@@ -21,13 +21,17 @@ func cpuTime() time.Duration {
 }
 
 // rssBytes is the process's resident set size now.
-func rssBytes() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+func rssBytes() int64 { return statusBytes("/proc/self/status", "VmRSS:") }
+
+// statusBytes reads a "Field:   N kB" line of a /proc status file, in
+// bytes; 0 when it is not there.
+func statusBytes(path, field string) int64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb * 1024
 		}

@@ -168,17 +168,7 @@ func BenchmarkDaemonMemory(b *testing.B) {
 }
 
 // procHWM is a process's peak resident set size.
-func procHWM(pid int) int64 {
-	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kb int64
-			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-			return kb * 1024
-		}
-	}
-	return 0
-}
+func procHWM(pid int) int64 { return statusBytes(fmt.Sprintf("/proc/%d/status", pid), "VmHWM:") }
 
 func baseNames(paths []string) []string {
 	out := make([]string, len(paths))

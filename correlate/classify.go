@@ -252,15 +252,7 @@ func (c *Correlator) decideProcess(cause *Cause, cands []*evidence, d *event.Dea
 		}
 	}
 	if open > 0 && open < len(cands) {
-		slices.SortStableFunc(cands, func(a, b *evidence) int {
-			switch {
-			case a.closedBefore == b.closedBefore:
-				return 0
-			case b.closedBefore:
-				return -1
-			}
-			return 1
-		})
+		toFront(cands, func(e *evidence) bool { return !e.closedBefore })
 		closed := len(cands) - open
 		c.decideOpen(cause, cands[:open], d, w)
 		note := fmt.Sprintf("%s of pid %d in use in the window %s closed by the process before the expiry: left out (a call whose connection is closed fails then, it does not wait for its deadline)",
@@ -357,21 +349,26 @@ func (c *Correlator) decideClosed(cause *Cause, cands []*evidence, d *event.Dead
 	if agreed == ClassUnknown {
 		return false
 	}
-	// Closed first, each part in its order.
-	slices.SortStableFunc(cands, func(a, b *evidence) int {
-		switch {
-		case a.closedAfter == b.closedAfter:
-			return 0
-		case a.closedAfter:
-			return -1
-		}
-		return 1
-	})
+	toFront(cands, func(e *evidence) bool { return e.closedAfter })
 	cause.Class, cause.Confidence = agreed, Probable
 	cause.Summary = summarize(agreed, cands[:n], w)
 	cause.Note = fmt.Sprintf("pid %d closed %s within %s of the expiry (a call cancelled by its deadline closes its connection), all showing %s; %s in use in the window stayed open",
 		d.PID, plural(n, "connection", "connections"), fmtDur(uint64(c.cfg.CloseWindow)), describe(agreed), plural(len(cands)-n, "other socket", "other sockets"))
 	return true
+}
+
+// toFront moves the candidates that match to the front, each part in its
+// order.
+func toFront(cands []*evidence, match func(*evidence) bool) {
+	slices.SortStableFunc(cands, func(a, b *evidence) int {
+		switch ma, mb := match(a), match(b); {
+		case ma == mb:
+			return 0
+		case ma:
+			return -1
+		}
+		return 1
+	})
 }
 
 // describe names a connection's class in a list.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"github.com/timeout-tracer/tracer/workload"
 )
 
 // memLimitShare is the part of the container's memory limit that the Go
@@ -39,42 +40,26 @@ func setMemoryLimit(log *slog.Logger) {
 // cgroupMemoryLimit reads the memory limit of this process's cgroup: 0
 // when there is none ("max", or v1's huge "unlimited" value).
 func cgroupMemoryLimit(selfCgroup, root string) (int64, string, error) {
-	f, err := os.Open(selfCgroup)
+	b, err := os.ReadFile(selfCgroup)
 	if err != nil {
 		return 0, "", err
 	}
-	defer f.Close()
-	var v1, v2 string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// hierarchy-ID:controllers:path
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		switch {
-		case parts[0] == "0" && parts[1] == "":
-			v2 = parts[2]
-		case hasController(parts[1], "memory"):
-			v1 = parts[2]
-		}
+	cg, err := workload.ParseCgroupFile(string(b))
+	if err != nil {
+		return 0, "", fmt.Errorf("read %s: %w", selfCgroup, err)
 	}
 	try := func(path string) (int64, string, bool) {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return 0, "", false
 		}
-		s := strings.TrimSpace(string(b))
-		if s == "max" {
-			return 0, path, true
-		}
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n <= 0 || n >= 1<<62 {
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || n <= 0 || n >= 1<<62 { // "max", or v1's unlimited
 			return 0, path, true
 		}
 		return n, path, true
 	}
-	if v1 != "" {
+	if v1, ok := cg.V1["memory"]; ok {
 		// In a container's cgroup namespace the path is "/" and the
 		// controller is mounted at its cgroup: try both.
 		for _, p := range []string{filepath.Join(root, "memory", v1, "memory.limit_in_bytes"), filepath.Join(root, "memory", "memory.limit_in_bytes")} {
@@ -83,21 +68,12 @@ func cgroupMemoryLimit(selfCgroup, root string) (int64, string, error) {
 			}
 		}
 	}
-	if v2 != "" {
-		for _, p := range []string{filepath.Join(root, v2, "memory.max"), filepath.Join(root, "memory.max")} {
+	if cg.V2 != "" {
+		for _, p := range []string{filepath.Join(root, cg.V2, "memory.max"), filepath.Join(root, "memory.max")} {
 			if n, where, ok := try(p); ok {
 				return n, where, nil
 			}
 		}
 	}
 	return 0, "", fmt.Errorf("no memory controller for this process in %s", selfCgroup)
-}
-
-func hasController(list, name string) bool {
-	for _, c := range strings.Split(list, ",") {
-		if c == name {
-			return true
-		}
-	}
-	return false
 }
