@@ -458,6 +458,24 @@ func TestConnectionsClosedWithTheCallDecide(t *testing.T) {
 		}
 	}
 
+	// The closed ones show one tail loss probe each and nothing else (a
+	// late ACK, as a peer's delayed ACK makes): that decides nothing.
+	sc := newScenario("t", "")
+	for i := 0; i < 3; i++ {
+		c := sc.conn(uint64(1+i), 10, "app", fmt.Sprintf("10.0.0.1:%d", 1000+i), "10.0.0.2:80", 100*time.Microsecond)
+		c.handshake(0, 0)
+		c.act(8000, 0, true)
+		if i == 0 {
+			c.tcp(9400, event.TCPTLP)
+			c.tcp(9500.3, event.TCPClosing, oldState(1), state(4))
+		}
+	}
+	sc.deadline(10, "app", 8000, 1500, 0, "", noDetail())
+	rs, _ = run(t, Config{}, sc)
+	if len(rs) != 1 || rs[0].Cause.Class == ClassTLP || strings.Contains(rs[0].Cause.Note, "within 50 ms") {
+		t.Errorf("a lone closed connection with one TLP decided: %+v", rs)
+	}
+
 	// Closed before the expiry, or long after it: not the call's.
 	for _, at := range []float64{9400, 9700} {
 		rs, _ = run(t, Config{}, build(func(int) float64 { return at }, all))

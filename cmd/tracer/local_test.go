@@ -203,17 +203,22 @@ func TestLocalRunqueueDelay(t *testing.T) {
 }
 
 // TestLocalGCPause: a 64 MiB pointer-heavy live heap, GOGC=5 and 128 KiB
-// of garbage per request: the GC runs back to back and stops the world
-// again and again (~4 ms a pause here, probes included), and the 3 ms
-// deadlines that a pause ate are gc_pause. Most expiries here are mark
-// assists (the request allocating under GC debt before its call): those
-// are local, since assists are not probed (see docs/causes.md).
+// of garbage per request make the GC run back to back, and a goroutine
+// that holds a processor in an assembly loop for 5 ms at a time
+// (-stw-block; the runtime cannot preempt assembly) makes every stop of
+// the world wait for it, as a long assembly routine does in real programs.
+// Without that a pause took ~0.1 ms here (gctrace), none ate a third of a
+// 3 ms life and the test found no gc_pause (it skipped, every CI run of
+// session 8); with it, 3–20 of ~300 reports are gc_pause. Most expiries
+// are still the server's (slow_peer) or mark assists (the request
+// allocating under GC debt before its call): those are local, since
+// assists are not probed (see docs/causes.md).
 func TestLocalGCPause(t *testing.T) {
 	requireGoTracing(t)
 	server := []string{"http-server", "-addr", ":8080"}
 	const marker = "/tt-local-gc"
 	client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "800", "-timeout", "3ms",
-		"-span", "before", "-ballast-mb", "64", "-garbage-kb", "128", "-gogc", "5", "-path", marker}
+		"-span", "before", "-ballast-mb", "64", "-garbage-kb", "128", "-gogc", "5", "-stw-block", "5ms", "-path", marker}
 	// Whether a pause lands inside a 3 ms life is the scheduler's and the
 	// collector's business on a shared machine: a run with no gc_pause at
 	// all is run again (at most three times) before failing.

@@ -49,6 +49,7 @@ type clientConfig struct {
 	ballastMB   int
 	garbageKB   int
 	gogc        int
+	stwBlock    time.Duration
 	reqBytes    int
 	transport   string
 }
@@ -64,6 +65,8 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.IntVar(&c.ballastMB, "ballast-mb", 0, "keep a live pointer-heavy heap of this many MiB (with a small GOGC: long GC cycles)")
 	fs.IntVar(&c.garbageKB, "garbage-kb", 0, "allocate this many KiB of short-lived pointer-holding objects per request, under its deadline")
 	fs.IntVar(&c.gogc, "gogc", 0, "set the GC percentage (debug.SetGCPercent) before the ballast is made; 0 leaves GOGC alone")
+	fs.DurationVar(&c.stwBlock, "stw-block", 0,
+		"hold a processor in an assembly loop the runtime cannot preempt for this long at a time, 1 ms apart: every stop of the world (GC) waits for it (0: none)")
 	fs.StringVar(&c.path, "path", "/work", "HTTP path")
 	fs.IntVar(&c.n, "n", 1, "number of requests")
 	fs.IntVar(&c.reqBytes, "req-bytes", 0,
@@ -101,6 +104,9 @@ func (c *clientConfig) check(explicit map[string]bool) error {
 	}
 	if c.burn < 0 || c.ballastMB < 0 || c.garbageKB < 0 {
 		return fmt.Errorf("-burn %d -ballast-mb %d -garbage-kb %d: want >= 0", c.burn, c.ballastMB, c.garbageKB)
+	}
+	if c.stwBlock < 0 || c.stwBlock > 0 && spinPreemptible {
+		return fmt.Errorf("-stw-block %v: want >= 0, on amd64 or arm64 (elsewhere the loop is preemptible)", c.stwBlock)
 	}
 	if c.reqBytes < 0 || c.reqBytes > 0 && c.proto != "http" {
 		return fmt.Errorf("-req-bytes %d: want >= 0, with -proto http", c.reqBytes)
@@ -188,6 +194,9 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 	}
 
 	burn(ctx, cfg.burn)
+	if cfg.stwBlock > 0 {
+		stwBlock(ctx, cfg.stwBlock)
+	}
 	r := &requester{cfg: cfg, callers: callers, targets: strings.Split(cfg.target, ",")}
 	if cfg.localWait > 0 {
 		r.sem = make(chan struct{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // sink keeps the burners' results observable, so the compiler keeps the loop.
@@ -64,4 +65,23 @@ func garbage(kb int) {
 		head = &node{next: head}
 	}
 	runtime.KeepAlive(head)
+}
+
+// stwBlock holds a processor in an assembly loop the runtime cannot
+// preempt, for d at a time with a millisecond's pause between, until ctx
+// ends: every stop of the world (two per GC cycle) waits for the loop to
+// end, as it waits for a long assembly routine (a hash or a copy over a
+// large buffer) in real programs. The loop's speed is measured first.
+func stwBlock(ctx context.Context, d time.Duration) {
+	const probe = 1 << 24
+	t0 := time.Now()
+	spin(probe)
+	took := max(time.Since(t0), time.Microsecond)
+	n := uint64(float64(probe) * float64(d) / float64(took))
+	go func() {
+		for ctx.Err() == nil {
+			spin(n)
+			time.Sleep(time.Millisecond)
+		}
+	}()
 }
