@@ -221,7 +221,7 @@ func TestStreamKernelFollowsKeep(t *testing.T) {
 			KernelFunc: func(e *event.TCP) error { kernel = append(kernel, e.PID); return nil },
 			EventFunc:  func(ev event.Any) error { events = append(events, ev.(*event.TCP).PID); return nil },
 		}
-		s, err := NewStream(StreamConfig{Keep: func(pid uint32) bool { return pid == 7 }, KernelAll: all}, out)
+		s, err := NewStream(StreamConfig{Keep: func(pid uint32, _ uint64) bool { return pid == 7 }, KernelAll: all}, out)
 		if err != nil {
 			t.Fatal(err)
 		}

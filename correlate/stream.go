@@ -29,7 +29,12 @@ type StreamConfig struct {
 	// Keep, if set, says whose events the join sees: the node agent's
 	// kernel collector sees every process, the reports concern the traced
 	// ones (and sockets of no known owner, pid 0, which are always kept).
-	Keep func(pid uint32) bool
+	// It is asked with the event's time: the stream runs behind the
+	// kernel (the merge waits for every source), and whether a process was
+	// traced is a question about that time, not about now (a one-shot
+	// program's SYN retry, pushed after its exit had detached it, was
+	// dropped).
+	Keep func(pid uint32, mono uint64) bool
 	// KernelAll hands Output.Kernel every kernel TCP event, Keep or not
 	// (the node-wide TCP metrics, an opt-in); otherwise it gets the events
 	// Keep keeps.
@@ -76,7 +81,7 @@ func (s *Stream) Now() uint64 { return s.now }
 func (s *Stream) Push(ev event.Any) error {
 	s.now = max(s.now, ev.MonoTime())
 	if t, ok := ev.(*event.TCP); ok {
-		kept := s.cfg.Keep == nil || t.PID == 0 || s.cfg.Keep(t.PID)
+		kept := s.cfg.Keep == nil || t.PID == 0 || s.cfg.Keep(t.PID, t.Mono)
 		if kept || s.cfg.KernelAll {
 			if err := s.out.Kernel(t); err != nil {
 				return err

@@ -83,8 +83,16 @@ type Pipeline struct {
 
 	mu    sync.Mutex
 	procs map[uint32]*procState
-	added []uint32 // processes added since Run last looked: watch their activity
-	sink  Sink
+	// expected are processes the node agent saw exec while the kernel
+	// collector ran and has yet to judge (Expect): their kernel events
+	// are kept meanwhile, and the connections they hold when attached are
+	// not older than the tracer.
+	expected map[uint32]bool
+	rejected map[uint32]bool       // judged not to be traced (Unexpect)
+	ended    map[uint32]uint64     // when a traced process was removed: its events up to then are kept
+	unjudged func(pid uint32) bool // SetUnjudged
+	added    []uint32              // processes added since Run last looked: watch their activity
+	sink     Sink
 	// switches are the probe switches the control side made, for Run's
 	// goroutine to hand to the sink (the sink is called from Run only);
 	// switched signals that there are some.
@@ -233,7 +241,7 @@ func (p *Pipeline) corrStart() (err error) {
 	if p.node {
 		// The node's kernel collector sees every process: only the traced
 		// ones (and sockets of no known owner) concern reports.
-		cfg.Keep = p.Traced
+		cfg.Keep = p.keep
 		cfg.KernelAll = p.cfg.KernelAll
 	}
 	p.stream, err = correlate.NewStream(cfg, p.sink)
@@ -277,6 +285,9 @@ func (p *Pipeline) RemoveProcess(pid int) error {
 	p.mu.Lock()
 	_, ok := p.procs[uint32(pid)]
 	delete(p.procs, uint32(pid))
+	if ok {
+		p.endedLocked(uint32(pid), tick.Mono())
+	}
 	p.mu.Unlock()
 	if !ok {
 		return nil
@@ -290,6 +301,122 @@ func (p *Pipeline) Traced(pid uint32) bool {
 	defer p.mu.Unlock()
 	_, ok := p.procs[pid]
 	return ok
+}
+
+// maxExpected bounds the processes expected at once (an exec storm), and
+// maxRejected the cache of processes judged not to be traced: past them,
+// a new one is not expected, and the cache starts afresh.
+const (
+	maxExpected = 4096
+	maxRejected = 16384
+)
+
+// Expect says that process pid has just exec'd, seen while the kernel
+// collector ran, and is to be judged (StartNode): from now its kernel TCP
+// events are kept, not dropped as an untraced process's, so that what the
+// connections it opens before its probes are attached did is known. A
+// one-shot CLI connects within milliseconds of its exec, long before the
+// analysis of its executable ends: its connects in SYN retries were
+// dropped, and its expiries read "held a connection older than the
+// tracer" (unknown) or "did no TCP I/O" (a false local). Unexpect, Forget
+// or AddProcess ends it.
+func (p *Pipeline) Expect(pid int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.expectLocked(uint32(pid))
+}
+
+func (p *Pipeline) expectLocked(pid uint32) bool {
+	if p.expected == nil {
+		p.expected, p.rejected = map[uint32]bool{}, map[uint32]bool{}
+	}
+	delete(p.rejected, pid)
+	if len(p.expected) >= maxExpected {
+		return false
+	}
+	p.expected[pid] = true
+	return true
+}
+
+// Unexpect: pid was judged not to be traced. Its events are dropped from
+// now, without asking Unjudged again.
+func (p *Pipeline) Unexpect(pid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.expected == nil {
+		p.expected, p.rejected = map[uint32]bool{}, map[uint32]bool{}
+	}
+	delete(p.expected, uint32(pid))
+	if len(p.rejected) >= maxRejected {
+		clear(p.rejected)
+	}
+	p.rejected[uint32(pid)] = true
+}
+
+// Forget: pid is gone, or runs a new program (its number may come back
+// as another process).
+func (p *Pipeline) Forget(pid int) {
+	p.mu.Lock()
+	delete(p.expected, uint32(pid))
+	delete(p.rejected, uint32(pid))
+	p.mu.Unlock()
+}
+
+// SetUnjudged sets what the node stream asks about a process it has an
+// event of and knows nothing about (neither traced, expected nor judged):
+// true expects it. The exec event that would have expected it may come
+// after its first connection's events (the proc and TCP ring buffers are
+// read apart): the agent answers from the process's age. Called once per
+// such process (the answer is kept), never with the pipeline's lock held.
+func (p *Pipeline) SetUnjudged(f func(pid uint32) bool) {
+	p.mu.Lock()
+	p.unjudged = f
+	p.mu.Unlock()
+}
+
+// endedLinger is how long a removed process's events are still kept:
+// far longer than the stream runs behind.
+const endedLinger = time.Minute
+
+func (p *Pipeline) endedLocked(pid uint32, now uint64) {
+	if p.ended == nil {
+		p.ended = map[uint32]uint64{}
+	}
+	if len(p.ended) >= maxExpected {
+		for k, t := range p.ended {
+			if t+uint64(endedLinger) < now {
+				delete(p.ended, k)
+			}
+		}
+		if len(p.ended) >= maxExpected {
+			clear(p.ended)
+		}
+	}
+	p.ended[pid] = now
+}
+
+// keep is the node stream's filter: the events of traced or expected
+// processes, and of removed ones up to their removal (the stream runs
+// behind the kernel: a one-shot program's SYN retry came through after
+// its exit had detached it).
+func (p *Pipeline) keep(pid uint32, mono uint64) bool {
+	p.mu.Lock()
+	_, traced := p.procs[pid]
+	end, ended := p.ended[pid]
+	keep := traced || p.expected[pid] || ended && mono <= end
+	known := keep || p.rejected[pid]
+	ask := p.unjudged
+	p.mu.Unlock()
+	if known || ask == nil {
+		return keep
+	}
+	if ask(pid) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.expectLocked(pid)
+	}
+	p.Unexpect(int(pid))
+	return false
 }
 
 // track registers a process whose Go probes are attached: goroutine
@@ -311,6 +438,14 @@ func (p *Pipeline) track(g *goprobe.Process) error {
 	} else if nl > 0 || nc > 0 {
 		p.log.Debug("sockets adopted", "pid", pid, "listeners", nl, "connections", nc)
 	}
+	p.mu.Lock()
+	expected := p.expected[pid]
+	p.mu.Unlock()
+	if expected {
+		// Its events were kept since its exec: what it holds is not
+		// older than the tracer.
+		nc = 0
+	}
 	ps.heldAtAttach, ps.attachedAt = nc, tick.Mono()
 	if p.cfg.Audit {
 		if err := g.SetAudit(true); err != nil {
@@ -331,6 +466,7 @@ func (p *Pipeline) track(g *goprobe.Process) error {
 	g.Binary().Release()
 	p.mu.Lock()
 	p.procs[pid] = ps
+	delete(p.expected, pid)
 	p.added = append(p.added, pid)
 	p.mu.Unlock()
 	if !p.node {

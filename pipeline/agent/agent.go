@@ -78,7 +78,8 @@ type Agent struct {
 	procs *proc.Collector
 	self  int
 
-	cands chan candidate
+	cands   chan candidate
+	started time.Time // before the kernel collectors: a process younger has all its events
 
 	mu       sync.Mutex
 	traced   map[int]Identity
@@ -138,9 +139,11 @@ func Start(cfg Config) (_ *Agent, err error) {
 	if a.procs, err = proc.Start(cfg.Logger); err != nil {
 		return nil, fmt.Errorf("follow process execs and exits: %w", err)
 	}
+	a.started = time.Now()
 	if a.pipe, err = pipeline.StartNode(cfg.Pipeline, sink); err != nil {
 		return nil, err
 	}
+	a.pipe.SetUnjudged(a.unjudged)
 	return a, nil
 }
 
@@ -229,6 +232,10 @@ func (a *Agent) onProc(ev proc.Event) {
 		a.mu.Lock()
 		delete(a.skipped, pid)
 		a.mu.Unlock()
+		a.pipe.Forget(pid)
+		if a.worthExpecting(pid) {
+			a.pipe.Expect(pid)
+		}
 		a.enqueue(candidate{pid: pid, exec: ev.Time})
 	case proc.Exit:
 		if alive(a.cfg.ProcRoot, pid) && !exiting(a.cfg.ProcRoot, pid) {
@@ -255,7 +262,55 @@ func (a *Agent) onProc(ev proc.Event) {
 // looks alive it is looked at again.
 const exitRecheck = 200 * time.Millisecond
 
+// worthExpecting: a process that has just exec'd and may well be traced
+// (an executable not known to be other than Go, admitted by the filters as
+// far as they can tell now). Its kernel events are kept from its exec
+// until it is judged (Pipeline.Expect): the attach queue and the analysis
+// of its executable take from milliseconds to seconds, in which a one-shot
+// program makes its call. Processes the filters exclude are not kept.
+func (a *Agent) worthExpecting(pid int) bool {
+	if pid == a.self {
+		return false
+	}
+	id, err := a.cfg.Identify(pid)
+	if err != nil {
+		return false
+	}
+	a.mu.Lock()
+	_, notGo := a.notGo[id.File]
+	a.mu.Unlock()
+	if notGo {
+		return false
+	}
+	a.name(&id)
+	if a.cfg.Admit == nil || a.cfg.NeedsPod && id.PodUID != "" && id.Pod == "" {
+		return true
+	}
+	ok, _ := a.cfg.Admit(id)
+	return ok
+}
+
+// youngAge is how old a process with kernel events and no verdict yet may
+// be and still be expected (Pipeline.SetUnjudged): its exec event is on
+// its way, or was lost.
+const youngAge = 10 * time.Second
+
+// unjudged answers the node stream about a process it knows nothing of.
+func (a *Agent) unjudged(pid uint32) bool {
+	a.mu.Lock()
+	_, skipped := a.skipped[int(pid)]
+	a.mu.Unlock()
+	if skipped {
+		return false
+	}
+	// Younger than the agent too: a process that started before the
+	// kernel collector holds connections whose beginning it did not see.
+	age, ok := processAge(a.cfg.ProcRoot, int(pid))
+	return ok && age < youngAge && age < time.Since(a.started) && a.worthExpecting(int(pid))
+}
+
 func (a *Agent) onExit(pid int) {
+	a.pipe.Forget(pid)
 	a.detach(pid, "exit")
 	a.mu.Lock()
 	delete(a.skipped, pid)
@@ -270,6 +325,7 @@ func (a *Agent) enqueue(c candidate) {
 	case a.cands <- c:
 	default:
 		// The next rescan finds it: delayed, not lost.
+		a.pipe.Unexpect(c.pid)
 		a.log.Warn("discovery queue full: the process will be looked at on the next rescan", "pid", c.pid)
 	}
 }
@@ -356,6 +412,16 @@ func (a *Agent) consider(c candidate) (analysed bool) {
 	if traced {
 		return false
 	}
+	// Judged now: unless traced (AddProcess ends the expectation), its
+	// kernel events are no longer kept.
+	defer func() {
+		a.mu.Lock()
+		_, traced := a.traced[c.pid]
+		a.mu.Unlock()
+		if !traced {
+			a.pipe.Unexpect(c.pid)
+		}
+	}()
 	id, err := a.cfg.Identify(c.pid)
 	if err != nil {
 		switch {
@@ -571,6 +637,29 @@ func startTime(procRoot string, pid int) string {
 		return ""
 	}
 	return f[19]
+}
+
+// processAge is how long ago process pid started: its start time (in
+// clock ticks since boot, USER_HZ 100 on Linux) against /proc/uptime.
+func processAge(procRoot string, pid int) (time.Duration, bool) {
+	st, err := strconv.ParseUint(startTime(procRoot, pid), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	b, err := os.ReadFile(filepath.Join(procRoot, "uptime"))
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	up, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0, false
+	}
+	age := time.Duration(up*float64(time.Second)) - time.Duration(st)*(time.Second/100)
+	return max(age, 0), true
 }
 
 func alive(procRoot string, pid int) bool {
