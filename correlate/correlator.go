@@ -233,6 +233,9 @@ func (c *Correlator) onTCP(e *event.TCP) {
 	if s.hist.push(rec, c.cfg.MaxEventsPerSocket) {
 		c.stats.EventsEvicted++
 	}
+	if e.Kind == event.TCPEstablished && e.OldState == stateSynRecv {
+		s.inbound = true
+	}
 	switch e.Kind {
 	case event.TCPClose, event.TCPClosing, event.TCPConnectFailed, event.TCPConnectAborted:
 		if !s.closed || e.Mono < s.closedAt {

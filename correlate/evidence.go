@@ -44,8 +44,11 @@ type evidence struct {
 	// than that before the expiry. A call whose connection is closed ends
 	// with an error then, not at its deadline: not the expiring call's.
 	closedBefore bool
-	snap         *tcpRec // last record at or before hi with an RTT snapshot
-	state        *tcpRec // last record at or before hi
+	// youngSyn: a connect still in its handshake at the expiry, not
+	// retried yet (class unknown).
+	youngSyn bool
+	snap     *tcpRec // last record at or before hi with an RTT snapshot
+	state    *tcpRec // last record at or before hi
 
 	class Class
 	why   string // for ClassUnknown
@@ -183,7 +186,10 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 	return e
 }
 
-const stateSynSent event.TCPState = 2
+const (
+	stateSynSent event.TCPState = 2
+	stateSynRecv event.TCPState = 3
+)
 
 func (e *evidence) note(t uint64) {
 	if !e.seen || t < e.first {
@@ -216,6 +222,7 @@ func (c *Correlator) verdict(e *evidence, sp span) (Class, string) {
 	case e.abortedBare || (e.state != nil && e.state.state == stateSynSent && !e.established):
 		// A SYN unanswered for less than the first SYN retry (1 s) is no
 		// proof of loss: the handshake was still in progress.
+		e.youngSyn = true
 		return ClassUnknown, fmt.Sprintf("the connect to %s was still in its handshake when the deadline expired (no SYN retry yet)", e.peerName())
 	case e.errOther != 0:
 		return ClassUnknown, fmt.Sprintf("the connection to %s failed with %s", e.peerName(), errnoName(e.errOther))
@@ -271,4 +278,21 @@ func (c *Correlator) newEvidence() *evidence {
 	c.evUsed++
 	*e = evidence{rtos: e.rtos[:0], evs: e.evs[:0]}
 	return e
+}
+
+// troubleStart is the time of the socket's first sign of network trouble
+// in the window (a retransmit of any kind, a reset, a failed connect, a
+// closed window), or its first event when it shows none.
+func (e *evidence) troubleStart() uint64 {
+	t, found := e.first, false
+	for _, r := range e.evs { // newest first
+		switch r.kind {
+		case event.TCPRTO, event.TCPFastRetransmit, event.TCPTLP, event.TCPSynRetransmit, event.TCPRetransmit,
+			event.TCPResetReceived, event.TCPConnectFailed, event.TCPZeroWindow, event.TCPSynAckRetransmit:
+			if !found || r.mono < t {
+				t, found = r.mono, true
+			}
+		}
+	}
+	return t
 }

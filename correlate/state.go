@@ -48,6 +48,7 @@ type socket struct {
 	live     bool
 	closed   bool
 	addrs    bool // local and peer known, with ports: no need to look again
+	inbound  bool // accepted: its handshake ended SYN_RECV -> ESTABLISHED (this side the server)
 	act      ring[actIv]
 	// actOldEnd bounds the ends of act's older items (all but the
 	// newest): the end of the latest one pushed back. A window that
