@@ -96,8 +96,8 @@ bench: build ## overhead and storm benchmarks (root): prints ratios; correlator 
 	TT_LAB=1 $(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/... ./export/
 	$(GO) test -run '^$$' -bench '^BenchmarkCorrelator' -benchtime 2x -count 1 -benchmem ./correlate/
 
-accuracy: build ## the accuracy matrix of the correlator in the fault lab (root): prints a table per scenario
-	TT_LAB=1 $(GO) test -count=1 -run '^TestAccuracyMatrix$$' -v -timeout 30m ./cmd/tracer -args -accuracy.n=$${ACCURACY_N:-40}
+accuracy: build ## the accuracy matrix of the correlator in the fault lab, and the real-program suite (root): prints a table per scenario, per program x fault
+	TT_LAB=1 $(GO) test -count=1 -run '^(TestAccuracyMatrix|TestRealPrograms)$$' -v -timeout 30m ./cmd/tracer -args -accuracy.n=$${ACCURACY_N:-40}
 
 kmatrix: ## boot Debian's kernels (6.1, 6.12; amd64, arm64) under qemu + the host: check × kernel table (root)
 	$(GO) run ./lab/kmatrix $(KMATRIXFLAGS)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 )
 
@@ -43,6 +44,9 @@ func runGRPCServer(ctx context.Context, args []string, out *lineWriter) error {
 	}
 	srv := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(srv, &healthService{work: w, out: out})
+	// Reflection, for clients that discover the method (grpcurl in the
+	// real-program suite).
+	reflection.Register(srv)
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -1,0 +1,137 @@
+// Package realprog builds the real-program suite's programs: widely used
+// Go programs this project did not write, at pinned versions, from the Go
+// module proxy. Each is built inside the module cache with its own go.mod
+// and go.sum, as its authors build it (no dependency of ours changes it;
+// some modules refuse `go install` with a 403 on their version list, an
+// exact `go mod download MODULE@VERSION` does not).
+//
+// Built once per machine into $(go env GOPATH)/bin/tt-realprog/, keyed by
+// module version and Go version; TT_REALPROG_BIN names another directory.
+package realprog
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Program is one program of the suite.
+type Program struct {
+	Name    string // the executable's name
+	Module  string // its module
+	Version string // pinned
+	Pkg     string // the main package within the module ("." for its root)
+	Stack   string // its client stack, for the table
+}
+
+// Programs is the suite, each with a different client stack or shape
+// (a load generator, one-shot CLIs, gRPC and HTTP).
+var Programs = []Program{
+	{"vegeta", "github.com/tsenart/vegeta/v12", "v12.13.0", ".", "HTTP/1 load generator (net/http, Client.Timeout)"},
+	{"hey", "github.com/rakyll/hey", "v0.1.5", ".", "HTTP/1 load generator (net/http, Client.Timeout, new goroutine per worker)"},
+	{"grpcurl", "github.com/fullstorydev/grpcurl", "v1.9.3", "cmd/grpcurl", "one-shot gRPC CLI (grpc-go, reflection, -max-time)"},
+	{"grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe", "v0.4.62", ".", "one-shot gRPC health probe (grpc-go, -connect-timeout, -rpc-timeout)"},
+	{"blackbox_exporter", "github.com/prometheus/blackbox_exporter", "v0.27.0", ".", "Prometheus prober (net/http under the scrape's timeout, a server making the calls)"},
+	{"otel-cli", "github.com/equinix-labs/otel-cli", "v0.4.5", ".", "one-shot OTLP exporter CLI (otel-go OTLP/gRPC, --timeout)"},
+}
+
+// Lookup returns the program named name.
+func Lookup(name string) (Program, bool) {
+	for _, p := range Programs {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Program{}, false
+}
+
+var (
+	mu    sync.Mutex
+	built = map[string]string{}
+)
+
+// Dir is where the programs are built.
+func Dir() (string, error) {
+	if d := os.Getenv("TT_REALPROG_BIN"); d != "" {
+		return d, nil
+	}
+	out, err := exec.Command("go", "env", "GOPATH").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOPATH: %w", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "bin", "tt-realprog"), nil
+}
+
+// Build returns the path of the built program, building it on first use.
+func Build(tb testing.TB, name string) string {
+	tb.Helper()
+	p, ok := Lookup(name)
+	if !ok {
+		tb.Fatalf("realprog: no program %q", name)
+	}
+	path, err := p.Build()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+// Build builds the program (once per machine) and returns its path.
+func (p Program) Build() (string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if path, ok := built[p.Name]; ok {
+		return path, nil
+	}
+	dir, err := Dir()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s", p.Name, p.Version, runtime.Version()), p.Name)
+	if _, err := os.Stat(path); err == nil {
+		built[p.Name] = path
+		return path, nil
+	}
+	src, err := download(p.Module + "@" + p.Version)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "./"+p.Pkg)
+	cmd.Dir = src
+	// Its own go.mod, read-only (the module cache); this machine's Go.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off", "GOTOOLCHAIN=local")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("realprog: build %s %s@%s in %s: %v\n%s", p.Name, p.Module, p.Version, src, err, out)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", err
+	}
+	built[p.Name] = path
+	return path, nil
+}
+
+// download fetches module@version into the module cache and returns its
+// directory there.
+func download(mv string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", mv)
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	out, err := cmd.Output()
+	var m struct{ Dir, Error string }
+	if jerr := json.Unmarshal(out, &m); jerr != nil || m.Error != "" || m.Dir == "" {
+		if m.Error != "" {
+			return "", fmt.Errorf("realprog: go mod download %s: %s", mv, m.Error)
+		}
+		return "", fmt.Errorf("realprog: go mod download %s: %v %s", mv, err, out)
+	}
+	return m.Dir, nil
+}
