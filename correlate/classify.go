@@ -165,18 +165,29 @@ func (c *Correlator) processCandidates(d *event.Deadline, sp span) []*evidence {
 }
 
 // sortEvidence orders candidates for the report: trouble first, most
-// specific first, then by their first event in the window. Cookies are
+// specific first, connections this side opened before accepted ones, then
+// by their first event in the window. Cookies are
 // distinct among candidates, so the order is total. The sort runs on a
 // compact copy of the keys: comparing through the pointers reads a cache
 // line of a different evidence at every step.
 func (c *Correlator) sortEvidence(es []*evidence) {
 	keys := c.sortKeys[:0]
 	for _, e := range es {
-		keys = append(keys, evKey{rank: e.class.rank(), first: e.first, cookie: e.cookie, e: e})
+		keys = append(keys, evKey{rank: e.class.rank(), inbound: e.s.inbound, first: e.first, cookie: e.cookie, e: e})
 	}
 	slices.SortFunc(keys, func(a, b evKey) int {
 		if a.rank != b.rank {
 			return a.rank - b.rank
+		}
+		// A server's own callers after what it called: its deadline
+		// waited on the upstream (issue 17: every report of a proxy over
+		// a slow upstream named the inbound client first, and the span's
+		// network.peer.* was the caller).
+		if a.inbound != b.inbound {
+			if b.inbound {
+				return -1
+			}
+			return 1
 		}
 		if a.first != b.first {
 			return cmp.Compare(a.first, b.first)
@@ -192,6 +203,7 @@ func (c *Correlator) sortEvidence(es []*evidence) {
 
 type evKey struct {
 	rank          int
+	inbound       bool
 	first, cookie uint64
 	e             *evidence
 }
@@ -499,6 +511,12 @@ func connections(es []*evidence, d *event.Deadline, max, maxEvents int) ([]Conne
 		cn := Connection{
 			Cookie: e.cookie, Local: e.addr().local, Peer: e.addr().peer, Class: e.class, Via: e.via,
 			Suppressed: e.supp, Sent: e.sent, Received: e.recv,
+		}
+		switch {
+		case e.s.outbound:
+			cn.Direction = "outbound"
+		case e.s.inbound:
+			cn.Direction = "inbound"
 		}
 		for k, n := range e.n {
 			if n > 0 {

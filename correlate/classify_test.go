@@ -602,3 +602,30 @@ func TestWeakCandidatesDoNotOutvoteTrouble(t *testing.T) {
 		t.Errorf("a healthy connection to the peer after its trouble began: %s/%s: %s", rs[0].Cause.Class, rs[0].Cause.Confidence, rs[0].Cause.Summary)
 	}
 }
+
+// A proxy's handler sets its own deadline around a slow upstream call:
+// bound to its caller's connection (it read the request from it) and to
+// the upstream's. The upstream comes first, in the list and the summary.
+func TestServerNamesItsUpstreamFirst(t *testing.T) {
+	sc := newScenario("t", "")
+	in := sc.conn(1, 10, "proxy", "10.0.0.1:8080", "10.0.0.9:50123", 100*time.Microsecond)
+	in.tcp(900, event.TCPEstablished, oldState(stateSynRecv))
+	in.bind(1000, 7, event.BindKernelG)
+	in.act(1000, 7, false)
+	up := sc.conn(2, 10, "proxy", "10.0.0.1:41000", "10.0.0.2:9000", 100*time.Microsecond)
+	up.handshake(1001, 7)
+	up.act(1002, 7, true)
+	sc.deadline(10, "proxy", 1000, 500, 7, "main.handler")
+	rs, _ := run(t, Config{}, sc)
+	if len(rs) != 1 {
+		t.Fatalf("%d reports", len(rs))
+	}
+	expect(t, rs[0], ClassSlowPeer, Exact)
+	c := rs[0].Cause
+	if len(c.Connections) != 2 || c.Connections[0].Peer.String() != "10.0.0.2:9000" {
+		t.Errorf("connections %+v: want the upstream 10.0.0.2:9000 first", c.Connections)
+	}
+	if !strings.Contains(c.Summary, "10.0.0.2:9000") {
+		t.Errorf("summary %q does not name the upstream", c.Summary)
+	}
+}

@@ -233,8 +233,11 @@ func (c *Correlator) onTCP(e *event.TCP) {
 	if s.hist.push(rec, c.cfg.MaxEventsPerSocket) {
 		c.stats.EventsEvicted++
 	}
-	if e.Kind == event.TCPEstablished && e.OldState == stateSynRecv {
+	switch {
+	case e.Kind == event.TCPEstablished && e.OldState == stateSynRecv:
 		s.inbound = true
+	case e.Kind == event.TCPConnect:
+		s.outbound = true
 	}
 	switch e.Kind {
 	case event.TCPClose, event.TCPClosing, event.TCPConnectFailed, event.TCPConnectAborted:

@@ -156,6 +156,10 @@ type Connection struct {
 	// Via says how it became a candidate: "binding:<source>" (exact),
 	// "activity" or "tcp" (events of the process in the window).
 	Via string `json:"via"`
+	// Direction is "outbound" (this side connected: Peer is the server it
+	// called), "inbound" (this side accepted: Peer is its caller), or
+	// absent when the handshake was not seen (older than the tracer).
+	Direction string `json:"direction,omitempty"`
 	// Counts are the TCP events in the window by kind name ("rto", ...).
 	Counts     map[string]int `json:"counts,omitempty"`
 	Suppressed int            `json:"suppressed,omitempty"` // events the kernel rate limit dropped

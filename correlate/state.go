@@ -49,6 +49,7 @@ type socket struct {
 	closed   bool
 	addrs    bool // local and peer known, with ports: no need to look again
 	inbound  bool // accepted: its handshake ended SYN_RECV -> ESTABLISHED (this side the server)
+	outbound bool // this side's connect was seen
 	act      ring[actIv]
 	// actOldEnd bounds the ends of act's older items (all but the
 	// newest): the end of the latest one pushed back. A window that

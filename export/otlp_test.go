@@ -51,7 +51,7 @@ func sampleReport() correlate.Report {
 			Note:    "bound to goroutine 51 of pid 4242",
 			Connections: []correlate.Connection{
 				{
-					Cookie: 0x1001, Local: netip.MustParseAddrPort("10.213.0.1:41544"), Peer: netip.MustParseAddrPort("10.213.0.2:8080"),
+					Cookie: 0x1001, Local: netip.MustParseAddrPort("10.213.0.1:41544"), Peer: netip.MustParseAddrPort("10.213.0.2:8080"), Direction: "outbound",
 					Class: correlate.ClassRTO, Via: "binding:http_roundtrip", Counts: map[string]int{"tlp": 1, "rto": 3},
 					SRTTUs: 81, RTOMs: 816, Backoff: 2, State: "ESTABLISHED",
 					Events: []correlate.ConnEvent{ev(200, "tlp", 204, 0), ev(404, "rto", 204, 0), ev(812, "rto", 408, 1), ev(1628, "rto", 816, 2)},
@@ -149,6 +149,7 @@ func TestOTLPSpanMapping(t *testing.T) {
 				"timeout.note": rep.Cause.Note, "timeout.trace_source": "otel_context", "timeout.detail": true,
 				"timeout.deadline":     "2026-11-29T17:31:02.2Z",
 				"network.peer.address": "10.213.0.2", "network.peer.port": int64(8080),
+				"server.address": "10.213.0.2", "server.port": int64(8080),
 				"network.local.address": "10.213.0.1", "network.local.port": int64(41544), "network.transport": "tcp",
 				"tcp.connections": int64(2), "tcp.rto_count": int64(3), "tcp.retransmits": int64(4), "tcp.tlp_count": int64(1),
 				"tcp.fast_retransmits": int64(0), "tcp.resets": int64(0), "tcp.srtt_ms": 0.081, "tcp.rto_ms": int64(816),
@@ -328,5 +329,22 @@ func TestOTLPConfig(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "soon")
 	if _, err := (OTLPConfig{}).withDefaults(); err == nil {
 		t.Error("a malformed OTEL_EXPORTER_OTLP_TIMEOUT accepted")
+	}
+}
+
+// server.* name an upstream only: never a server's caller, nor a
+// connection whose handshake was not seen.
+func TestServerAddressOnlyForOutbound(t *testing.T) {
+	for dir, want := range map[string]bool{"outbound": true, "inbound": false, "": false} {
+		c := correlate.Connection{Peer: netip.MustParseAddrPort("10.0.0.9:50123"), Direction: dir}
+		got := false
+		for _, kv := range peerAttrs(&c) {
+			if kv.Key == attrServerAddr {
+				got = true
+			}
+		}
+		if got != want {
+			t.Errorf("direction %q: server.address set %v, want %v", dir, got, want)
+		}
 	}
 }

@@ -64,11 +64,16 @@ const (
 	attrGoroutine   = "timeout.goroutine"
 	attrPeerAddr    = "network.peer.address"
 	attrPeerPort    = "network.peer.port"
-	attrLocalAddr   = "network.local.address"
-	attrLocalPort   = "network.local.port"
-	attrTransport   = "network.transport"
-	attrPID         = "process.pid"
-	attrExecutable  = "process.executable.name"
+	// server.* name the upstream a client connection called: set only
+	// when this side's connect was seen (Connection.Direction outbound),
+	// never for a server's caller.
+	attrServerAddr = "server.address"
+	attrServerPort = "server.port"
+	attrLocalAddr  = "network.local.address"
+	attrLocalPort  = "network.local.port"
+	attrTransport  = "network.transport"
+	attrPID        = "process.pid"
+	attrExecutable = "process.executable.name"
 	// The code.* names of semantic conventions 1.30 and later; the older
 	// ones (code.function, code.filepath, code.lineno) are still set, for
 	// the queries and dashboards that read them.
@@ -269,10 +274,14 @@ func peerAttrs(c *correlate.Connection) []attribute.KeyValue {
 	if !c.Peer.IsValid() {
 		return nil
 	}
-	return []attribute.KeyValue{
+	a := []attribute.KeyValue{
 		attribute.String(attrPeerAddr, c.Peer.Addr().Unmap().String()),
 		attribute.Int(attrPeerPort, int(c.Peer.Port())),
 	}
+	if c.Direction == "outbound" {
+		a = append(a, attribute.String(attrServerAddr, c.Peer.Addr().Unmap().String()), attribute.Int(attrServerPort, int(c.Peer.Port())))
+	}
+	return a
 }
 
 // timelineEvents makes one span event per TCP event of the connections, at
