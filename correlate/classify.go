@@ -588,7 +588,8 @@ func timeline(dst []ConnEvent, recs []*tcpRec, d *event.Deadline, max int) ([]Co
 		dst = append(dst, ConnEvent{
 			Kind: r.kind.String(), Mono: r.mono, Time: wallOf(d, r.mono),
 			RTOMs: int64(r.rtoUs+500) / 1000, SRTTUs: int64(r.srttUs), Backoff: r.backoff, Retransmits: r.retransmits,
-			Error: (&event.TCP{Errno: syscall.Errno(r.errno)}).ErrnoName(),
+			Error:       (&event.TCP{Errno: syscall.Errno(r.errno)}).ErrnoName(),
+			AfterExpiry: r.mono > d.Mono,
 		})
 	}
 	return dst, omitted

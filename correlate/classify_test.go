@@ -629,3 +629,38 @@ func TestServerNamesItsUpstreamFirst(t *testing.T) {
 		t.Errorf("summary %q does not name the upstream", c.Summary)
 	}
 }
+
+// A 150 ms deadline on a blackholed connection: its retransmits come
+// after the expiry (the kernel's minimum RTO is 200 ms), are listed as
+// after_expiry, and still count (they prove the data unacknowledged
+// before it).
+func TestEventsAfterTheExpiryAreMarked(t *testing.T) {
+	sc := newScenario("t", "")
+	c := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+	c.handshake(0, 7)
+	c.bind(1000, 7, event.BindHTTPRoundTrip)
+	c.act(1000, 7, true)
+	c.blackhole(1000, 1900)
+	sc.deadline(10, "app", 1000, 150, 7, "main.call")
+	rs, _ := run(t, Config{}, sc)
+	if len(rs) != 1 {
+		t.Fatalf("%d reports", len(rs))
+	}
+	if !rs[0].Cause.Class.Network() {
+		t.Errorf("class %s: the retransmits just after the expiry must count", rs[0].Cause.Class)
+	}
+	after := 0
+	for _, cn := range rs[0].Cause.Connections {
+		for _, e := range cn.Events {
+			if e.AfterExpiry != (e.Mono > rs[0].Deadline.Mono) {
+				t.Errorf("event %s at %d, expiry %d: after_expiry %v", e.Kind, e.Mono, rs[0].Deadline.Mono, e.AfterExpiry)
+			}
+			if e.AfterExpiry {
+				after++
+			}
+		}
+	}
+	if after == 0 {
+		t.Error("no event marked after_expiry")
+	}
+}

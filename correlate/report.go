@@ -196,4 +196,11 @@ type ConnEvent struct {
 	Backoff     uint8     `json:"backoff"`
 	Retransmits uint8     `json:"retransmits"`
 	Error       string    `json:"error,omitempty"` // errno name of a failed connect or socket error
+	// AfterExpiry: the event came after the deadline's timer fired (in
+	// the grace window). A retransmit there still counts: it proves the
+	// data or SYN was unacknowledged before the expiry (the kernel's
+	// minimum RTO is 200 ms: a 200 ms deadline on a blackholed connection
+	// sees its first RTO just after it). The cancellation's own effects
+	// (a reset sent, a close) are listed, not causes.
+	AfterExpiry bool `json:"after_expiry,omitempty"`
 }
