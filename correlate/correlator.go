@@ -38,6 +38,9 @@ type Correlator struct {
 	lastGorEviction uint64
 
 	procs map[uint32]*proc
+	// peerRTT is the latest smoothed RTT (µs) any connection to a peer
+	// host reported: what an unanswered connect to it is measured against.
+	peerRTT map[netip.Addr]uint32
 
 	pending []pendingDeadline // pending[head:] waits, sorted by (expiry, seq)
 	head    int
@@ -58,6 +61,9 @@ type pendingDeadline struct {
 }
 
 // New returns a Correlator; zero fields of cfg take their defaults.
+// maxPeerRTT bounds Correlator.peerRTT: past it, it starts afresh.
+const maxPeerRTT = 4096
+
 func New(cfg Config) (*Correlator, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -229,6 +235,12 @@ func (c *Correlator) onTCP(e *event.TCP) {
 		mono: e.Mono, srttUs: clampU32(e.SRTT.Microseconds()), rtoUs: clampU32(e.RTO.Microseconds()),
 		suppressed: e.Suppressed, errno: uint16(min(uint64(e.Errno), 0xffff)), kind: e.Kind, state: e.State,
 		backoff: e.Backoff, retransmits: e.Retransmits,
+	}
+	if rec.srttUs != 0 && e.Peer.IsValid() {
+		if c.peerRTT == nil || len(c.peerRTT) >= maxPeerRTT {
+			c.peerRTT = make(map[netip.Addr]uint32)
+		}
+		c.peerRTT[e.Peer.Addr()] = rec.srttUs
 	}
 	if s.hist.push(rec, c.cfg.MaxEventsPerSocket) {
 		c.stats.EventsEvicted++

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/timeout-tracer/tracer/event"
 )
@@ -46,9 +47,10 @@ type evidence struct {
 	closedBefore bool
 	// youngSyn: a connect still in its handshake at the expiry, not
 	// retried yet (class unknown).
-	youngSyn bool
-	snap     *tcpRec // last record at or before hi with an RTT snapshot
-	state    *tcpRec // last record at or before hi
+	youngSyn  bool
+	connectAt uint64  // its connect in the window (0: not seen)
+	snap      *tcpRec // last record at or before hi with an RTT snapshot
+	state     *tcpRec // last record at or before hi
 
 	class Class
 	why   string // for ClassUnknown
@@ -91,6 +93,9 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		}
 		e.note(r.mono)
 		e.evs = append(e.evs, r)
+		if r.kind == event.TCPConnect && (e.connectAt == 0 || r.mono < e.connectAt) {
+			e.connectAt = r.mono
+		}
 		if int(r.kind) < len(e.n) {
 			e.n[r.kind]++
 		}
@@ -219,6 +224,8 @@ func (c *Correlator) verdict(e *evidence, sp span) (Class, string) {
 		return ClassFastRetransmit, ""
 	case n[event.TCPTLP] > 0:
 		return ClassTLP, ""
+	case (e.abortedBare || (e.state != nil && e.state.state == stateSynSent && !e.established)) && c.synUnanswered(e, sp):
+		return ClassSynTimeout, ""
 	case e.abortedBare || (e.state != nil && e.state.state == stateSynSent && !e.established):
 		// A SYN unanswered for less than the first SYN retry (1 s) is no
 		// proof of loss: the handshake was still in progress.
@@ -295,4 +302,30 @@ func (e *evidence) troubleStart() uint64 {
 		}
 	}
 	return t
+}
+
+// Before its first SYN retry (1 s after the connect), a connect is
+// unanswered when it waited far longer than the peer answers: at least
+// synUnansweredRTTs round trips of the latest RTT any connection to the
+// peer host measured, and synUnansweredMin; with no RTT known, at least
+// synUnansweredBare (90 % of the first retry's wait). A 1 s connect
+// timeout on a blackholed server (grpc_health_probe's default) expired
+// just before the retry and read unknown, "still in its handshake".
+const (
+	synUnansweredRTTs = 20
+	synUnansweredMin  = 100 * time.Millisecond
+	synUnansweredBare = 900 * time.Millisecond
+)
+
+// synUnanswered: the connect of e waited, up to the expiry, long enough to
+// call it unanswered (see synUnansweredRTTs).
+func (c *Correlator) synUnanswered(e *evidence, sp span) bool {
+	if e.connectAt == 0 || e.connectAt > sp.expiry {
+		return false
+	}
+	waited := time.Duration(sp.expiry - e.connectAt)
+	if rtt, ok := c.peerRTT[e.addr().peer.Addr()]; ok && rtt != 0 {
+		return waited >= max(synUnansweredMin, synUnansweredRTTs*time.Duration(rtt)*time.Microsecond)
+	}
+	return waited >= synUnansweredBare
 }
