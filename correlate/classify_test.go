@@ -109,8 +109,15 @@ func TestConnectionClass(t *testing.T) {
 			c.tcp(1150, event.TCPFastRetransmit)
 			c.tcp(1300, event.TCPRTO)
 		}, ClassRTO},
-		{"tlp alone", func(c *conn) { c.tcp(1200, event.TCPTLP) }, ClassTLP},
-		{"rack retransmit counts as fast", func(c *conn) { c.tcp(1200, event.TCPRetransmit) }, ClassFastRetransmit},
+		// Within the RTO armed at it (204 ms) of the expiry at 1500: it may
+		// still have been repairing the loss.
+		{"tlp alone", func(c *conn) { c.tcp(1400, event.TCPTLP) }, ClassTLP},
+		{"rack retransmit counts as fast", func(c *conn) { c.tcp(1400, event.TCPRetransmit) }, ClassFastRetransmit},
+		// Longer before the expiry than that, with no RTO: repaired, and
+		// the request waited on the peer after it.
+		{"tlp repaired before the expiry", func(c *conn) { c.tcp(1200, event.TCPTLP) }, ClassSlowPeer},
+		{"tlp after the expiry", func(c *conn) { c.tcp(1510, event.TCPTLP) }, ClassTLP},
+		{"fast retransmit repaired before the expiry", func(c *conn) { c.tcp(1200, event.TCPFastRetransmit) }, ClassSlowPeer},
 		{"zero window beats fast retransmit", func(c *conn) {
 			c.tcp(1100, event.TCPFastRetransmit)
 			c.tcp(1200, event.TCPZeroWindow)
@@ -232,7 +239,7 @@ func TestTCPActivityEventsCountAsActivity(t *testing.T) {
 		} else {
 			c.act(1000, 5, true)
 		}
-		c.tcp(1200, event.TCPTLP)
+		c.tcp(1400, event.TCPTLP)
 		sc.deadline(10, "app", 1000, 500, 5, at)
 		return one(t, sc)
 	}

@@ -220,9 +220,9 @@ func (c *Correlator) verdict(e *evidence, sp span) (Class, string) {
 		return ClassRefused, ""
 	case n[event.TCPZeroWindow] > 0:
 		return ClassZeroWindow, ""
-	case n[event.TCPFastRetransmit] > 0 || n[event.TCPRetransmit] > 0:
+	case (n[event.TCPFastRetransmit] > 0 || n[event.TCPRetransmit] > 0) && !e.repairedBefore(sp):
 		return ClassFastRetransmit, ""
-	case n[event.TCPTLP] > 0:
+	case n[event.TCPTLP] > 0 && !e.repairedBefore(sp):
 		return ClassTLP, ""
 	case (e.abortedBare || (e.state != nil && e.state.state == stateSynSent && !e.established)) && c.synUnanswered(e, sp):
 		return ClassSynTimeout, ""
@@ -328,4 +328,36 @@ func (c *Correlator) synUnanswered(e *evidence, sp span) bool {
 		return waited >= max(synUnansweredMin, synUnansweredRTTs*time.Duration(rtt)*time.Microsecond)
 	}
 	return waited >= synUnansweredBare
+}
+
+// repairedBefore: the socket's mild trouble (tail loss probes, fast and
+// other non-timer retransmits; no RTO, or the verdict would be rto) was
+// over before the expiry. After such a retransmit the kernel arms the
+// retransmission timer: had the retransmitted data gone unacknowledged,
+// an RTO would have fired within the RTO armed at the event. None fired,
+// so by then the loss was repaired, and a deadline that expired later
+// waited on something else. vegeta over HTTP/2 to a slow server: one TLP
+// on its one connection seconds before the expiries read tlp 33 times
+// of 100 on a healthy network.
+func (e *evidence) repairedBefore(sp span) bool {
+	if e.n[event.TCPRTO] > 0 {
+		return false
+	}
+	var last *tcpRec
+	for _, r := range e.evs {
+		switch r.kind {
+		case event.TCPTLP, event.TCPFastRetransmit, event.TCPRetransmit:
+			if r.mono <= sp.expiry && (last == nil || r.mono > last.mono) {
+				last = r
+			}
+		}
+	}
+	if last == nil {
+		return false // only after the expiry: they say nothing was repaired before it
+	}
+	rto := uint64(last.rtoUs) * 1000
+	if rto == 0 {
+		rto = uint64(time.Second) // none recorded: the kernel's initial RTO
+	}
+	return last.mono+rto < sp.expiry
 }

@@ -179,8 +179,13 @@ func (g *peerGroup) phrase(class Class, w Window) string {
 		return fmt.Sprintf("%s to %s%s", plural(n[event.TCPTLP], "tail loss probe", "tail loss probes"), g.peer, g.srtt(", "))
 	case ClassSlowPeer:
 		health := "no retransmits"
+		if k := n[event.TCPTLP] + n[event.TCPFastRetransmit] + n[event.TCPRetransmit]; k > 0 {
+			// Mild trouble repaired long enough before the expiry
+			// (repairedBefore).
+			health = plural(k, "retransmit", "retransmits") + ", repaired before the expiry"
+		}
 		if s := g.srtt(""); s != "" {
-			health = s + ", no retransmits"
+			health = s + ", " + health
 		}
 		return fmt.Sprintf("%s did not answer %s on a healthy connection (%s)", g.peer, within(w), health)
 	}

@@ -80,6 +80,7 @@ type realEnv struct {
 	bin    string
 	dir    string // a temporary directory the program may read
 	http   string // the lab's HTTP server, host:port
+	https  string // the lab's HTTPS server (HTTP/2 and HTTP/1.1 by ALPN, self-signed), host:port
 	grpc   string // the lab's gRPC server, host:port
 	fault  realFault
 	during func() // applies a mid-run fault; the driver calls it when its traffic is warm
@@ -140,12 +141,13 @@ func firstLine(s string) string {
 // many of its calls timed out by its own account, and a line of its output.
 type realCase struct {
 	prog   string
+	name   string // in the table, when not prog (another way to drive it)
 	faults []realFault
 	drive  func(e *realEnv) (int, string)
 }
 
 var realCases = []realCase{
-	{"vegeta", []realFault{faultSlowPeer, faultMidRun, faultAttachMid}, func(e *realEnv) (int, string) {
+	{"vegeta", "", []realFault{faultSlowPeer, faultMidRun, faultAttachMid}, func(e *realEnv) (int, string) {
 		targets := filepath.Join(e.dir, "targets")
 		os.WriteFile(targets, []byte(fmt.Sprintf("GET http://%s/work\n", e.http)), 0o644)
 		res := filepath.Join(e.dir, "results.bin")
@@ -153,47 +155,45 @@ var realCases = []realCase{
 		time.Sleep(1500 * time.Millisecond)
 		e.during()
 		cmd.Wait()
-		enc := exec.Command(e.bin, "encode", "-to", "json", res)
-		b, err := enc.Output()
-		if err != nil {
-			e.t.Fatalf("vegeta encode: %v (attack said %s)", err, out.String())
-		}
-		n, sample := 0, ""
-		for _, line := range strings.Split(string(b), "\n") {
-			var r struct{ Error string }
-			if json.Unmarshal([]byte(line), &r) == nil && isTimeoutText(r.Error) {
-				n++
-				sample = r.Error
-			}
-		}
-		return n, sample
+		return vegetaTimeouts(e, res, out)
 	}},
-	{"hey", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
+	{"hey", "", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
 		cmd, out := e.start("-z", "5s", "-c", "4", "-q", "5", "-t", "2", fmt.Sprintf("http://%s/work", e.http))
 		time.Sleep(1500 * time.Millisecond)
 		e.during()
 		cmd.Wait()
-		// "Error distribution:" then lines "  [12]	Get "...": context deadline exceeded (...)".
-		n, sample := 0, ""
-		for _, m := range regexp.MustCompile(`(?m)^\s*\[(\d+)\]\s+(.*)$`).FindAllStringSubmatch(out.String(), -1) {
-			if isTimeoutText(m[2]) {
-				k, _ := strconv.Atoi(m[1])
-				n += k
-				sample = m[2]
-			}
-		}
-		return n, sample
+		return heyTimeouts(out.String())
 	}},
-	{"grpc_health_probe", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
+	{"vegeta", "vegeta-https", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
+		// HTTPS: vegeta speaks HTTP/2 when the server offers it, all its
+		// requests on one connection.
+		targets := filepath.Join(e.dir, "targets")
+		os.WriteFile(targets, []byte(fmt.Sprintf("GET https://%s/work\n", e.https)), 0o644)
+		res := filepath.Join(e.dir, "results.bin")
+		cmd, out := e.start("attack", "-insecure", "-targets", targets, "-rate", "20", "-duration", "5s", "-timeout", "1500ms", "-output", res)
+		time.Sleep(1500 * time.Millisecond)
+		e.during()
+		cmd.Wait()
+		return vegetaTimeouts(e, res, out)
+	}},
+	{"hey", "hey-https", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
+		// HTTPS, HTTP/1.1 over TLS (hey turns HTTP/2 off unless -h2).
+		cmd, out := e.start("-z", "5s", "-c", "4", "-q", "5", "-t", "2", fmt.Sprintf("https://%s/work", e.https))
+		time.Sleep(1500 * time.Millisecond)
+		e.during()
+		cmd.Wait()
+		return heyTimeouts(out.String())
+	}},
+	{"grpc_health_probe", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		// Its defaults: 1 s to connect, 1 s for the RPC (a blackholed
 		// connect expires just before its first SYN retry).
 		return e.oneShots(5, func(out string) bool { return strings.Contains(out, "timeout:") }, "-addr", e.grpc)
 	}},
-	{"grpcurl", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
+	{"grpcurl", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		return e.oneShots(5, isTimeoutText,
 			"-plaintext", "-connect-timeout", "1.5", "-max-time", "1.5", e.grpc, "grpc.health.v1.Health/Check")
 	}},
-	{"blackbox_exporter", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
+	{"blackbox_exporter", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		cfg := filepath.Join(e.dir, "blackbox.yml")
 		os.WriteFile(cfg, []byte("modules:\n  http_2xx:\n    prober: http\n    timeout: 1500ms\n"), 0o644)
 		listen := net.JoinHostPort(e.p.ClientAddr.String(), "9115")
@@ -232,10 +232,41 @@ var realCases = []realCase{
 		}
 		return n, sample
 	}},
-	{"otel-cli", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
+	{"otel-cli", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		return e.oneShots(5, isTimeoutText, "span", "--traces-endpoint", "http://"+e.http+"/work", "--protocol", "http/protobuf",
 			"--timeout", "1500ms", "--name", "probe", "--service", "tt-realprog", "--fail", "--verbose")
 	}},
+}
+
+// vegetaTimeouts counts the timeouts in vegeta's results file.
+func vegetaTimeouts(e *realEnv, res string, out *syncBuffer) (int, string) {
+	b, err := exec.Command(e.bin, "encode", "-to", "json", res).Output()
+	if err != nil {
+		e.t.Fatalf("vegeta encode: %v (attack said %s)", err, out.String())
+	}
+	n, sample := 0, ""
+	for _, line := range strings.Split(string(b), "\n") {
+		var r struct{ Error string }
+		if json.Unmarshal([]byte(line), &r) == nil && isTimeoutText(r.Error) {
+			n++
+			sample = r.Error
+		}
+	}
+	return n, sample
+}
+
+// heyTimeouts counts the timeouts in hey's error distribution: lines
+// "  [12]	Get "...": context deadline exceeded (...)".
+func heyTimeouts(out string) (int, string) {
+	n, sample := 0, ""
+	for _, m := range regexp.MustCompile(`(?m)^\s*\[(\d+)\]\s+(.*)$`).FindAllStringSubmatch(out, -1) {
+		if isTimeoutText(m[2]) {
+			k, _ := strconv.Atoi(m[1])
+			n += k
+			sample = m[2]
+		}
+	}
+	return n, sample
 }
 
 // isTimeoutText: the programs' own words for a call that ran out of time.
@@ -262,8 +293,11 @@ func TestRealPrograms(t *testing.T) {
 	var rows []realRow
 	for _, c := range realCases {
 		bin := realprog.Build(t, c.prog)
+		if c.name == "" {
+			c.name = c.prog
+		}
 		for _, f := range c.faults {
-			t.Run(c.prog+"/"+string(f), func(t *testing.T) {
+			t.Run(c.name+"/"+string(f), func(t *testing.T) {
 				rows = append(rows, runRealCase(t, c, bin, f))
 			})
 		}
@@ -310,6 +344,7 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 		delay = "4s"
 	}
 	srvArgs = append(srvArgs, []string{"http-server", "-addr", ":8080", "-delay", delay},
+		[]string{"http-server", "-addr", ":8443", "-tls", "-delay", delay},
 		[]string{"grpc-server", "-addr", ":9090", "-delay", delay})
 	for _, a := range srvArgs {
 		srv := p.ServerCmd(ctx, lab, a...)
@@ -327,10 +362,10 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	e := &realEnv{t: t, ctx: ctx, p: p, bin: bin, dir: dir, fault: f,
-		http: net.JoinHostPort(p.ServerAddr.String(), "8080"), grpc: net.JoinHostPort(p.ServerAddr.String(), "9090"),
+		http: net.JoinHostPort(p.ServerAddr.String(), "8080"), https: net.JoinHostPort(p.ServerAddr.String(), "8443"), grpc: net.JoinHostPort(p.ServerAddr.String(), "9090"),
 		during: func() {}}
 	blackhole := func() {
-		for _, port := range []int{8080, 9090} {
+		for _, port := range []int{8080, 8443, 9090} {
 			if err := p.Blackhole(port); err != nil {
 				t.Fatal(err)
 			}
@@ -361,7 +396,7 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	d.cmd.Process.Signal(os.Interrupt)
 	<-d.done
 
-	row := realRow{prog: c.prog, fault: string(f), logged: logged, sample: sample, classes: map[string]int{}, confidence: map[string]int{}}
+	row := realRow{prog: c.name, fault: string(f), logged: logged, sample: sample, classes: map[string]int{}, confidence: map[string]int{}}
 	ours := map[int]bool{}
 	for _, pid := range e.pids {
 		ours[pid] = true
