@@ -139,6 +139,13 @@ func TestConnectionClass(t *testing.T) {
 		{"rto after the grace window does not", func(c *conn) { c.tcp(1800, event.TCPRTO) }, ClassSlowPeer},
 		{"rto just before creation counts (slack)", func(c *conn) { c.tcp(960, event.TCPRTO) }, ClassRTO},
 		{"rto well before creation does not", func(c *conn) { c.tcp(900, event.TCPRTO) }, ClassSlowPeer},
+		// Unless the connection was in backoff then, its next retransmit
+		// due only after the window (rto 1632 ms doubled: at 3364 ms).
+		{"rto in backoff since before creation", func(c *conn) { c.tcp(100, event.TCPRTO, rto(1632*time.Millisecond, 3)) }, ClassRTO},
+		{"rto in backoff, then a receive", func(c *conn) {
+			c.tcp(100, event.TCPRTO, rto(1632*time.Millisecond, 3))
+			c.act(800, 0, false)
+		}, ClassSlowPeer},
 		{"syn retransmit", func(c *conn) { c.tcp(1200, event.TCPSynRetransmit) }, ClassSynTimeout},
 		{"connect ETIMEDOUT", func(c *conn) {
 			c.tcp(1200, event.TCPConnectFailed, state(closed), errno(syscall.ETIMEDOUT))

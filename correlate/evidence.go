@@ -187,6 +187,19 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		}
 	}
 	slices.SortStableFunc(e.rtos, func(a, b rtoAt) int { return cmp.Compare(a.mono, b.mono) })
+	if e.state != nil && e.state.kind == event.TCPRTO && e.state.mono < sp.lo && e.n[event.TCPRTO] == 0 && inBackoff(s, e.state, sp) {
+		// In RTO backoff when the window began, its timer still pending:
+		// the connection was dead for the whole life, though its next
+		// retransmit came after it (vegeta over HTTP/2, every request on
+		// one connection to a blackholed server: the last requests' windows
+		// fell between the 1.6 s and 3.2 s backoffs and read slow_peer, "no
+		// retransmits"). That RTO is the evidence, listed and counted.
+		r := e.state
+		e.evs = append(e.evs, r)
+		e.n[r.kind]++
+		e.rtos = append(e.rtos, rtoAt{mono: r.mono, rtoMs: int64(r.rtoUs+500) / 1000})
+		e.note(r.mono)
+	}
 	e.class, e.why = c.verdict(e, sp)
 	return e
 }
@@ -360,4 +373,26 @@ func (e *evidence) repairedBefore(sp span) bool {
 		rto = uint64(time.Second) // none recorded: the kernel's initial RTO
 	}
 	return last.mono+rto < sp.expiry
+}
+
+// inBackoff: the RTO r, the socket's last record before the window, had
+// its next retransmission due only after the window's end (the timer
+// armed at it, doubled by the backoff: had it come due inside the window,
+// its RTO would be there, and its absence says the data was acknowledged),
+// and nothing came back since: no receive in an activity sample after it.
+func inBackoff(s *socket, r *tcpRec, sp span) bool {
+	next := uint64(r.rtoUs) * 1000 << 1 // the retransmission doubles it: the next one's wait
+	if next == 0 || r.mono+next <= sp.hi {
+		return false
+	}
+	for i := s.act.len() - 1; i >= 0; i-- {
+		iv := s.act.at(i)
+		if iv.end <= r.mono {
+			break
+		}
+		if iv.recv {
+			return false
+		}
+	}
+	return true
 }

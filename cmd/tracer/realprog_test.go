@@ -365,11 +365,13 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 		http: net.JoinHostPort(p.ServerAddr.String(), "8080"), https: net.JoinHostPort(p.ServerAddr.String(), "8443"), grpc: net.JoinHostPort(p.ServerAddr.String(), "9090"),
 		during: func() {}}
 	blackhole := func() {
+		start := time.Now()
 		for _, port := range []int{8080, 8443, 9090} {
 			if err := p.Blackhole(port); err != nil {
 				t.Fatal(err)
 			}
 		}
+		t.Logf("blackholed %s to %s", start.UTC().Format("15:04:05.000"), time.Now().UTC().Format("15:04:05.000"))
 	}
 	var d *daemonRun
 	daemon := func() {
@@ -422,7 +424,7 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 		}
 		if f.wrong(class) {
 			row.wrong++
-			t.Errorf("%s under %s: reported %s/%s: %s (%s)", c.prog, f, class, r.Cause.Confidence, r.Cause.Summary, r.Cause.Note)
+			t.Errorf("%s under %s: reported %s/%s at %s: %s (%s); connections: %s", c.prog, f, class, r.Cause.Confidence, r.Time, r.Cause.Summary, r.Cause.Note, connEvents(r))
 		} else if !f.right(class) {
 			t.Logf("%s: %s/%s at %s (deadline %s): %s (%s); connections: %s", c.prog, class, r.Cause.Confidence, r.Time, r.Deadline, r.Cause.Summary, r.Cause.Note, connEvents(r))
 		}
