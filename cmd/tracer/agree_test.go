@@ -45,15 +45,7 @@ func TestDaemonAndTraceAgree(t *testing.T) {
 	}
 	os.WriteFile(client, data, 0o755)
 
-	srv := p.ServerCmd(ctx, lab, "http-server", "-addr", ":8080")
-	srvOut, _ := srv.StdoutPipe()
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	if line, err := bufio.NewReader(srvOut).ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
-		t.Fatalf("server not ready: %q %v", line, err)
-	}
+	go io.Copy(io.Discard, startReady(t, p.ServerCmd(ctx, lab, "http-server", "-addr", ":8080")))
 
 	d := startDaemon(t, nil, "--include-exe", name, "--detail", "never")
 	d.waitFor("node agent ready", func() bool { return d.logged("node agent ready", 0) })

@@ -148,41 +148,19 @@ type realCase struct {
 
 var realCases = []realCase{
 	{"vegeta", "", []realFault{faultSlowPeer, faultMidRun, faultAttachMid}, func(e *realEnv) (int, string) {
-		targets := filepath.Join(e.dir, "targets")
-		os.WriteFile(targets, []byte(fmt.Sprintf("GET http://%s/work\n", e.http)), 0o644)
-		res := filepath.Join(e.dir, "results.bin")
-		cmd, out := e.start("attack", "-targets", targets, "-rate", "20", "-duration", "5s", "-timeout", "1500ms", "-output", res)
-		time.Sleep(1500 * time.Millisecond)
-		e.during()
-		cmd.Wait()
-		return vegetaTimeouts(e, res, out)
+		return e.vegeta("http://" + e.http + "/work")
 	}},
 	{"hey", "", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
-		cmd, out := e.start("-z", "5s", "-c", "4", "-q", "5", "-t", "2", fmt.Sprintf("http://%s/work", e.http))
-		time.Sleep(1500 * time.Millisecond)
-		e.during()
-		cmd.Wait()
-		return heyTimeouts(out.String())
+		return e.hey("http://" + e.http + "/work")
 	}},
 	{"vegeta", "vegeta-https", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
 		// HTTPS: vegeta speaks HTTP/2 when the server offers it, all its
 		// requests on one connection.
-		targets := filepath.Join(e.dir, "targets")
-		os.WriteFile(targets, []byte(fmt.Sprintf("GET https://%s/work\n", e.https)), 0o644)
-		res := filepath.Join(e.dir, "results.bin")
-		cmd, out := e.start("attack", "-insecure", "-targets", targets, "-rate", "20", "-duration", "5s", "-timeout", "1500ms", "-output", res)
-		time.Sleep(1500 * time.Millisecond)
-		e.during()
-		cmd.Wait()
-		return vegetaTimeouts(e, res, out)
+		return e.vegeta("https://"+e.https+"/work", "-insecure")
 	}},
 	{"hey", "hey-https", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
 		// HTTPS, HTTP/1.1 over TLS (hey turns HTTP/2 off unless -h2).
-		cmd, out := e.start("-z", "5s", "-c", "4", "-q", "5", "-t", "2", fmt.Sprintf("https://%s/work", e.https))
-		time.Sleep(1500 * time.Millisecond)
-		e.during()
-		cmd.Wait()
-		return heyTimeouts(out.String())
+		return e.hey("https://" + e.https + "/work")
 	}},
 	{"grpc_health_probe", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		// Its defaults: 1 s to connect, 1 s for the RPC (a blackholed
@@ -236,6 +214,30 @@ var realCases = []realCase{
 		return e.oneShots(5, isTimeoutText, "span", "--traces-endpoint", "http://"+e.http+"/work", "--protocol", "http/protobuf",
 			"--timeout", "1500ms", "--name", "probe", "--service", "tt-realprog", "--fail", "--verbose")
 	}},
+}
+
+// vegeta attacks url at 20 requests/s for 5 s with a 1.5 s timeout, the
+// mid-run fault after 1.5 s, and counts the timeouts in its results.
+func (e *realEnv) vegeta(url string, flags ...string) (int, string) {
+	targets := filepath.Join(e.dir, "targets")
+	os.WriteFile(targets, []byte("GET "+url+"\n"), 0o644)
+	res := filepath.Join(e.dir, "results.bin")
+	args := append([]string{"attack"}, flags...)
+	cmd, out := e.start(append(args, "-targets", targets, "-rate", "20", "-duration", "5s", "-timeout", "1500ms", "-output", res)...)
+	time.Sleep(1500 * time.Millisecond)
+	e.during()
+	cmd.Wait()
+	return vegetaTimeouts(e, res, out)
+}
+
+// hey runs 4 workers at 5 requests/s each for 5 s with a 2 s timeout on
+// url, the mid-run fault after 1.5 s, and counts the timeouts it reports.
+func (e *realEnv) hey(url string) (int, string) {
+	cmd, out := e.start("-z", "5s", "-c", "4", "-q", "5", "-t", "2", url)
+	time.Sleep(1500 * time.Millisecond)
+	e.during()
+	cmd.Wait()
+	return heyTimeouts(out.String())
 }
 
 // vegetaTimeouts counts the timeouts in vegeta's results file.
@@ -347,17 +349,7 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 		[]string{"http-server", "-addr", ":8443", "-tls", "-delay", delay},
 		[]string{"grpc-server", "-addr", ":9090", "-delay", delay})
 	for _, a := range srvArgs {
-		srv := p.ServerCmd(ctx, lab, a...)
-		out, _ := srv.StdoutPipe()
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { srv.Process.Kill(); srv.Wait() }()
-		br := bufio.NewReader(out)
-		if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
-			t.Fatalf("server %v not ready: %q %v", a, line, err)
-		}
-		go io.Copy(io.Discard, br)
+		go io.Copy(io.Discard, startReady(t, p.ServerCmd(ctx, lab, a...)))
 	}
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
@@ -470,4 +462,20 @@ func connEvents(r export.TimeoutJSON) string {
 		out = append(out, fmt.Sprintf("%s→%s %s %s [%s]", c.Local, c.Peer, c.Class, c.State, strings.Join(evs, " ")))
 	}
 	return strings.Join(out, "; ")
+}
+
+// startReady starts a lab program, waits for its "ready" line and returns
+// the rest of its output; the test's cleanup kills it.
+func startReady(t *testing.T, cmd *exec.Cmd) *bufio.Reader {
+	t.Helper()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	br := bufio.NewReader(out)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
+		t.Fatalf("%v not ready: %q %v", cmd.Args, line, err)
+	}
+	return br
 }
