@@ -295,14 +295,6 @@ func (p *Pipeline) RemoveProcess(pid int) error {
 	return errors.Join(p.goN.Remove(pid), p.tcp.UnregisterGoProcess(uint32(pid)), p.untrackLocal(uint32(pid)))
 }
 
-// Traced reports whether pid is traced.
-func (p *Pipeline) Traced(pid uint32) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.procs[pid]
-	return ok
-}
-
 // maxExpected bounds the processes expected at once (an exec storm), and
 // maxRejected the cache of processes judged not to be traced: past them,
 // a new one is not expected, and the cache starts afresh.
@@ -326,10 +318,15 @@ func (p *Pipeline) Expect(pid int) bool {
 	return p.expectLocked(uint32(pid))
 }
 
-func (p *Pipeline) expectLocked(pid uint32) bool {
+// judgedMapsLocked makes the expected and rejected sets on first use.
+func (p *Pipeline) judgedMapsLocked() {
 	if p.expected == nil {
 		p.expected, p.rejected = map[uint32]bool{}, map[uint32]bool{}
 	}
+}
+
+func (p *Pipeline) expectLocked(pid uint32) bool {
+	p.judgedMapsLocked()
 	delete(p.rejected, pid)
 	if len(p.expected) >= maxExpected {
 		return false
@@ -343,9 +340,7 @@ func (p *Pipeline) expectLocked(pid uint32) bool {
 func (p *Pipeline) Unexpect(pid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.expected == nil {
-		p.expected, p.rejected = map[uint32]bool{}, map[uint32]bool{}
-	}
+	p.judgedMapsLocked()
 	delete(p.expected, uint32(pid))
 	if len(p.rejected) >= maxRejected {
 		clear(p.rejected)
