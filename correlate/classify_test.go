@@ -134,6 +134,17 @@ func TestConnectionClass(t *testing.T) {
 			c.tcp(1200, event.TCPConnectFailed, state(closed), errno(syscall.EHOSTUNREACH))
 		}, ClassRefused},
 		{"reset sent is no cause", func(c *conn) { c.tcp(1300, event.TCPResetSent) }, ClassSlowPeer},
+		// The peer's answer to this side's close (TestLocalGCPause: the
+		// transport closes a cancelled request's connection, the server
+		// resets it 20 µs later).
+		{"reset after this side's close is no cause", func(c *conn) {
+			c.tcp(1200, event.TCPClosing)
+			c.tcp(1200.02, event.TCPResetReceived)
+		}, ClassSlowPeer},
+		{"reset before this side's close is", func(c *conn) {
+			c.tcp(1200, event.TCPResetReceived)
+			c.tcp(1200.02, event.TCPClosing)
+		}, ClassReset},
 		{"reset after the expiry is no cause", func(c *conn) { c.tcp(1550, event.TCPResetReceived) }, ClassSlowPeer},
 		{"rto in the grace window counts", func(c *conn) { c.tcp(1700, event.TCPRTO) }, ClassRTO},
 		{"rto after the grace window does not", func(c *conn) { c.tcp(1800, event.TCPRTO) }, ClassSlowPeer},
