@@ -153,6 +153,14 @@ func TestConnectionClass(t *testing.T) {
 		// Unless the connection was in backoff then, its next retransmit
 		// due only after the window (rto 1632 ms doubled: at 3364 ms).
 		{"rto in backoff since before creation", func(c *conn) { c.tcp(100, event.TCPRTO, rto(1632*time.Millisecond, 3)) }, ClassRTO},
+		// One activity run merges the receives before the RTO and the
+		// sends after it (HTTP/2 to a blackholed server: requests still
+		// written, nothing back): still in backoff.
+		{"rto in backoff, received only before it", func(c *conn) {
+			c.act(-200, 0, false)
+			c.tcp(900, event.TCPRTO, rto(1632*time.Millisecond, 3))
+			c.act(1000, 0, true)
+		}, ClassRTO},
 		{"rto in backoff, then a receive", func(c *conn) {
 			c.tcp(100, event.TCPRTO, rto(1632*time.Millisecond, 3))
 			c.act(800, 0, false)

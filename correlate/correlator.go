@@ -274,11 +274,18 @@ func (c *Correlator) onActivity(a *event.SockActivity) {
 		n.start, n.end = min(n.start, a.Mono), max(n.end, a.Mono)
 		n.sent = n.sent || a.Sent
 		n.recv = n.recv || a.Received
+		if a.Received {
+			n.lastRecv = max(n.lastRecv, a.Mono)
+		}
 	} else {
 		if n != nil {
 			s.actOldEnd = max(s.actOldEnd, n.end)
 		}
-		if s.act.push(actIv{start: a.Mono, end: a.Mono, sent: a.Sent, recv: a.Received}, c.cfg.MaxActivityPerSocket) {
+		iv := actIv{start: a.Mono, end: a.Mono, sent: a.Sent, recv: a.Received}
+		if a.Received {
+			iv.lastRecv = a.Mono
+		}
+		if s.act.push(iv, c.cfg.MaxActivityPerSocket) {
 			c.stats.ActivityEvicted++
 		}
 	}

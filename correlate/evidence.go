@@ -192,7 +192,7 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		iv := s.act.at(i)
 		if iv.start <= sp.hi && iv.end+res >= sp.lo {
 			e.sent = e.sent || iv.sent
-			e.recv = e.recv || iv.recv
+			e.recv = e.recv || iv.recv && iv.lastRecv+res >= sp.lo
 			for _, t := range [2]uint64{iv.start, iv.end} {
 				if t >= sp.lo && t <= sp.hi {
 					e.note(t)
@@ -201,7 +201,7 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		}
 	}
 	slices.SortStableFunc(e.rtos, func(a, b rtoAt) int { return cmp.Compare(a.mono, b.mono) })
-	if e.state != nil && e.state.kind == event.TCPRTO && e.state.mono < sp.lo && e.n[event.TCPRTO] == 0 && inBackoff(s, e.state, sp) {
+	if e.state != nil && e.state.kind == event.TCPRTO && e.state.mono < sp.lo && e.n[event.TCPRTO] == 0 && inBackoff(s, e.state, sp, res) {
 		// In RTO backoff when the window began, its timer still pending:
 		// the connection was dead for the whole life, though its next
 		// retransmit came after it (vegeta over HTTP/2, every request on
@@ -394,7 +394,7 @@ func (e *evidence) repairedBefore(sp span) bool {
 // armed at it, doubled by the backoff: had it come due inside the window,
 // its RTO would be there, and its absence says the data was acknowledged),
 // and nothing came back since: no receive in an activity sample after it.
-func inBackoff(s *socket, r *tcpRec, sp span) bool {
+func inBackoff(s *socket, r *tcpRec, sp span, res uint64) bool {
 	next := uint64(r.rtoUs) * 1000 << 1 // the retransmission doubles it: the next one's wait
 	if next == 0 || r.mono+next <= sp.hi {
 		return false
@@ -404,7 +404,9 @@ func inBackoff(s *socket, r *tcpRec, sp span) bool {
 		if iv.end <= r.mono {
 			break
 		}
-		if iv.recv {
+		// A receive sample hides the same goroutine's later receives
+		// for up to one resolution (one per direction per epoch).
+		if iv.recv && iv.lastRecv+res > r.mono {
 			return false
 		}
 	}

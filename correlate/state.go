@@ -32,6 +32,11 @@ type tcpRec struct {
 // after end (the producer emits at most one sample per resolution).
 type actIv struct {
 	start, end uint64
+	// lastRecv is the latest receive sample's time (0: none): a run
+	// merges sends and receives, and its end may be a send long after the
+	// last receive (an HTTP/2 connection to a blackholed server: requests
+	// still sent, nothing received since the RTOs began).
+	lastRecv   uint64
 	sent, recv bool
 }
 
