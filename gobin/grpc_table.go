@@ -30,6 +30,10 @@ func GRPCProbeFields() []GRPCFieldRef {
 		{modGRPC, typeStrm, "st"},
 		{modGRPC, typeOld, "id"},
 		{modGRPC, typeOld, "st"},
+		// grpc-go's TLS credentials wrap the *tls.Conn in a syscallConn.
+		{modGRPC, modGRPC + "/internal/credentials.syscallConn", "Conn"},
+		// x/net's HTTP/2 client: the connection of a round trip.
+		{modXNet, http2Pkg + ".ClientConn", "tconn"},
 		{modXNet, http2Pkg + ".MetaHeadersFrame", "HeadersFrame"},
 		{modXNet, http2Pkg + ".MetaHeadersFrame", "Fields"},
 		{modXNet, http2Pkg + ".HeadersFrame", "FrameHeader.StreamID"},

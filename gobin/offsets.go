@@ -45,8 +45,30 @@ func ProbeFields() []FieldRef {
 		{"net.netFD", "pfd"},
 		{"internal/poll.FD", "Sysfd"},
 		{"net/http.Request", "ctx"},
+		// HTTP/2 (the copy bundled into net/http) and TLS: the HTTP/2
+		// round trip's connection, and the TCP connection under a tls.Conn.
+		{"net/http.http2ClientConn", "tconn"},
+		{"net/http/internal/http2.ClientConn", "tconn"}, // Go 1.27
+		{"net/http/internal/http2.ClientRequest", "Context"},
+		{"crypto/tls.Conn", "conn"},
 		{"runtime.g", "goid"},
 	}
+}
+
+// fieldReleases bounds the Go 1.x minor releases that have a probe field,
+// for the fields that not every release has: {first, last}, 0 unbounded.
+// Net/http's bundled HTTP/2 client moved to net/http/internal/http2 in Go
+// 1.27.
+var fieldReleases = map[FieldRef][2]int{
+	{"net/http.http2ClientConn", "tconn"}:                {0, 26},
+	{"net/http/internal/http2.ClientConn", "tconn"}:      {27, 0},
+	{"net/http/internal/http2.ClientRequest", "Context"}: {27, 0},
+}
+
+// InRelease reports whether Go 1.minor has the field.
+func (f FieldRef) InRelease(minor int) bool {
+	r, ok := fieldReleases[f]
+	return !ok || (r[0] == 0 || minor >= r[0]) && (r[1] == 0 || minor <= r[1])
 }
 
 // FieldOffset returns the byte offset of fieldPath within the struct

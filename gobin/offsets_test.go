@@ -12,7 +12,14 @@ func TestFieldOffsets(t *testing.T) {
 	dwarfByArch := map[string]map[FieldRef]int64{}
 	forEachVariant(t, func(t *testing.T, v variant, b *Binary) {
 		release, _ := releaseOf(b.GoVersion)
+		_, minor, _ := goRelease(b.GoVersion)
 		for _, f := range ProbeFields() {
+			if !f.InRelease(minor) {
+				if _, err := b.FieldOffset(f.Type, f.Path); err == nil {
+					t.Errorf("FieldOffset(%s, %s) resolved in go1.%d, outside its releases", f.Type, f.Path, minor)
+				}
+				continue
+			}
 			got, err := b.FieldOffset(f.Type, f.Path)
 			if err != nil {
 				t.Errorf("FieldOffset(%s, %s): %v", f.Type, f.Path, err)

@@ -107,6 +107,7 @@ const goProbe = `package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -115,8 +116,9 @@ import (
 
 type key struct{}
 
-// keep links the net/http client (persistConn) and net.TCPConn.
-var keep = []any{http.DefaultClient.Do, (*net.TCPConn).SetNoDelay}
+// keep links the net/http client (persistConn, and its bundled HTTP/2
+// client, http2ClientConn), crypto/tls and net.TCPConn.
+var keep = []any{http.DefaultClient.Do, (*net.TCPConn).SetNoDelay, (*tls.Conn).NetConn}
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -168,11 +170,17 @@ import (
 	"fmt"
 	"net"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/health"
 )
+
+// keep links x/net's HTTP/2 client and grpc-go's TLS credentials (their
+// handshake wraps the connection in a syscallConn).
+var keep = []any{(&http2.Transport{}).RoundTrip, credentials.NewTLS(nil)}
 
 func main() {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -187,5 +195,6 @@ func main() {
 		panic(err)
 	}
 	fmt.Println(healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}))
+	fmt.Println(len(keep))
 }
 `

@@ -1,0 +1,127 @@
+package gobin
+
+import (
+	"errors"
+	"fmt"
+)
+
+// HTTP2Client is where one HTTP/2 client implementation starts a request on
+// a connection: roundTrip(cc, req, ...) runs on the request's goroutine, cc
+// holds the connection's net.Conn (usually a *tls.Conn) TConn bytes in, and
+// the request's context.Context is ReqCtx bytes into what req points at.
+type HTTP2Client struct {
+	Impl      string // "net/http" (the bundled copy), "net/http/internal/http2" (Go 1.27) or "golang.org/x/net/http2"
+	Std       bool   // the standard library's (at most one of the first two is linked)
+	RoundTrip Func
+	TConn     int64
+	ReqCtx    int64
+}
+
+// The HTTP/2 clients the probes know: the standard library's (the copy
+// bundled into net/http, the default for HTTPS; since Go 1.27
+// net/http/internal/http2, whose requests are ClientRequests) and
+// golang.org/x/net/http2 (http2.Transport, http2.ConfigureTransport). Each
+// funnels its requests through the unexported roundTrip (x/net since
+// v0.27); older versions did the work in RoundTrip itself.
+var http2Clients = []struct {
+	impl, recv, typ, req, reqCtx string
+	module, std                  bool
+}{
+	{"net/http", "net/http.(*http2ClientConn)", "net/http.http2ClientConn", "net/http.Request", "ctx", false, true},
+	{"net/http/internal/http2", "net/http/internal/http2.(*ClientConn)", "net/http/internal/http2.ClientConn",
+		"net/http/internal/http2.ClientRequest", "Context", false, true},
+	{http2Pkg, http2Pkg + ".(*ClientConn)", http2Pkg + ".ClientConn", "net/http.Request", "ctx", true, false},
+}
+
+// HTTP2Clients resolves the HTTP/2 clients linked into the binary. One
+// that is absent is left out; one that is present but whose layout is not
+// known (stripped, outside the tables) is an error, joined with the others',
+// beside the clients that could be resolved.
+func (b *Binary) HTTP2Clients() ([]HTTP2Client, error) {
+	var out []HTTP2Client
+	var errs []error
+	for _, c := range http2Clients {
+		fn, err := b.Func(c.recv + ".roundTrip")
+		if errors.Is(err, ErrNotFound) {
+			fn, err = b.Func(c.recv + ".RoundTrip")
+		}
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("HTTP/2 client %s: %w", c.impl, err))
+			continue
+		}
+		var tconn, reqCtx int64
+		if c.module {
+			tconn, err = b.grpcOffset(c.typ, "tconn")
+		} else {
+			tconn, err = b.FieldOffset(c.typ, "tconn")
+		}
+		if err == nil {
+			reqCtx, err = b.FieldOffset(c.req, c.reqCtx)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("HTTP/2 client %s: %w", c.impl, err))
+			continue
+		}
+		out = append(out, HTTP2Client{Impl: c.impl, Std: c.std, RoundTrip: fn, TConn: tconn, ReqCtx: reqCtx})
+	}
+	return out, errors.Join(errs...)
+}
+
+// ConnWrapper is a net.Conn that wraps another one: the inner net.Conn is
+// Inner bytes into the struct the wrapper's pointer points at. Itab is the
+// wrapper's itab as a net.Conn (link-time address).
+type ConnWrapper struct {
+	Type  string // e.g. "*crypto/tls.Conn"
+	Itab  uint64
+	Inner int64
+}
+
+// The wrappers the probes look through to the TCP connection: crypto/tls
+// (its conn field), and grpc-go's TLS credentials, which hand the transport
+// a syscallConn embedding the *tls.Conn as its net.Conn.
+var connWrappers = []struct {
+	typ, field string
+	module     bool
+}{
+	{"crypto/tls.Conn", "conn", false},
+	{grpcPkg + "/internal/credentials.syscallConn", "Conn", true},
+}
+
+// ConnWrappers resolves the wrappers linked into the binary whose net.Conn
+// itab exists (a type never used as a net.Conn has none and is left out).
+// One whose layout is not known is an error, joined, beside the others.
+func (b *Binary) ConnWrappers() ([]ConnWrapper, error) {
+	itabs, err := b.Itabs()
+	if err != nil {
+		return nil, fmt.Errorf("connection wrappers: %w", err)
+	}
+	var out []ConnWrapper
+	var errs []error
+	for _, w := range connWrappers {
+		name := "*" + w.typ
+		var addr uint64
+		for _, it := range itabs {
+			if it.Type.String() == name && it.Interface.Name == "net.Conn" && it.Interface.PkgPath == "net" {
+				addr = it.Addr
+			}
+		}
+		if addr == 0 {
+			continue
+		}
+		var inner int64
+		if w.module {
+			inner, err = b.grpcOffset(w.typ, w.field)
+		} else {
+			inner, err = b.FieldOffset(w.typ, w.field)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("connection wrapper %s: %w", name, err))
+			continue
+		}
+		out = append(out, ConnWrapper{Type: name, Itab: addr, Inner: inner})
+	}
+	return out, errors.Join(errs...)
+}
