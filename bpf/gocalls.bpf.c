@@ -52,13 +52,46 @@ static __always_inline __u64 fd_cookie(__s64 fd)
 	return BPF_CORE_READ(sock, sk, __sk_common.skc_cookie.counter);
 }
 
+/* Connection layout of each traced process (see struct tt_go_conn_layout). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct tt_go_conn_layout);
+} go_conns SEC(".maps");
+
+const struct tt_go_conn_layout *unused_go_conn_layout __attribute__((unused));
+
 /*
  * The file descriptor behind a net.Conn interface (itab, data) when it is a
- * *net.TCPConn: conn.fd -> netFD.pfd.Sysfd; -1 otherwise (TLS...).
+ * *net.TCPConn, or wraps one (a TLS connection; grpc-go's TLS credentials'
+ * syscallConn around it: at most three levels): conn.fd -> netFD.pfd.Sysfd;
+ * -1 otherwise (a wrapper the layout does not name: skipped, not guessed).
  */
-static __always_inline __s64 tcpconn_fd(__u64 tab, __u64 data, __u64 tcpconn_itab, __u32 conn_fd, __u32 netfd_sysfd)
+static __always_inline __s64 tcpconn_fd(__u64 tab, __u64 data, __u64 tcpconn_itab, __u32 conn_fd, __u32 netfd_sysfd,
+					const struct tt_go_conn_layout *cl)
 {
-	if (!tcpconn_itab || tab != tcpconn_itab || !data)
+	if (!tcpconn_itab)
+		return -1;
+#pragma unroll
+	for (int i = 0; i < 3; i++) {
+		if (!cl || tab == tcpconn_itab || !data)
+			break;
+		__u64 inner = 0;
+		int found = 0;
+#pragma unroll
+		for (int j = 0; j < TT_CONN_WRAPPERS; j++) {
+			if (cl->wrap_itab[j] && tab == cl->wrap_itab[j]) {
+				inner = cl->wrap_inner[j];
+				found = 1;
+			}
+		}
+		if (!found)
+			break;
+		tab = read_u64(data + inner);
+		data = read_u64(data + inner + 8);
+	}
+	if (tab != tcpconn_itab || !data)
 		return -1;
 	__u64 netfd = read_u64(data + conn_fd);
 	if (!netfd)
@@ -108,22 +141,14 @@ static __always_inline void call_context(struct pt_regs *ctx, struct tt_go_bindi
 }
 
 /*
- * net/http.(*persistConn).roundTrip, on the goroutine of the request: the
- * connection the request is written to. Plain TCP connections only (a TLS
- * connection's itab differs and is skipped).
+ * A net/http request written to the connection behind the net.Conn
+ * (tab, data): bind the goroutine to its socket, with what the request's
+ * context allowed.
  */
-SEC("uprobe")
-int go_http_roundtrip(struct pt_regs *ctx)
+static __always_inline int http_roundtrip(struct pt_regs *ctx, __u32 tgid, const struct tt_go_offsets *off,
+					  const struct tt_go_conn_layout *cl, __u64 tab, __u64 data, __u64 reqctx)
 {
-	hit(TT_GO_HIT_ROUNDTRIP);
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32;
-	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
-	if (!off)
-		return 0;
-	__u64 pc = GO_ARG1(ctx);
-	__s64 fd = tcpconn_fd(read_u64(pc + off->persistconn_conn), read_u64(pc + off->persistconn_conn + 8),
-			      off->tcpconn_itab, off->conn_fd, off->netfd_sysfd);
+	__s64 fd = tcpconn_fd(tab, data, off->tcpconn_itab, off->conn_fd, off->netfd_sysfd, cl);
 	__u64 cookie = fd_cookie(fd);
 	struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
 	if (!b) {
@@ -138,14 +163,65 @@ int go_http_roundtrip(struct pt_regs *ctx)
 	b->fd = fd;
 	b->kind = TT_BIND_HTTP_ROUNDTRIP;
 
-	/* The request's context: the nearest deadline and span above it. */
-	__u64 req = read_u64(GO_ARG2(ctx)); /* transportRequest.Request */
-	call_context(ctx, b, tgid, off, read_u64(req + off->request_ctx), read_u64(req + off->request_ctx + 8));
+	/* The request's context (reqctx: the interface's address): the
+	 * nearest deadline and span above it. */
+	call_context(ctx, b, tgid, off, read_u64(reqctx), read_u64(reqctx + 8));
 	bpf_ringbuf_submit(b, 0);
 	return 0;
 }
 
-/* Each RET of net/http.(*persistConn).roundTrip: the call is over. */
+/*
+ * net/http.(*persistConn).roundTrip(pc, treq), on the goroutine of the
+ * request (HTTP/1): the connection the request is written to, plain TCP or
+ * TLS.
+ */
+SEC("uprobe")
+int go_http_roundtrip(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_ROUNDTRIP);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!off)
+		return 0;
+	const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
+	__u64 pc = GO_ARG1(ctx);
+	/* transportRequest embeds its *Request first. */
+	return http_roundtrip(ctx, tgid, off, cl, read_u64(pc + off->persistconn_conn),
+			      read_u64(pc + off->persistconn_conn + 8), read_u64(GO_ARG2(ctx)) + off->request_ctx);
+}
+
+/*
+ * The HTTP/2 clients' roundTrip(cc, req, ...), on the goroutine of the
+ * request: the standard library's (i 0: net/http's bundled copy, the
+ * default for HTTPS; net/http/internal/http2 since Go 1.27) and
+ * golang.org/x/net/http2's (i 1). The stream's frames are written by other
+ * goroutines, but the request waits here, on this connection.
+ */
+static __always_inline int h2_roundtrip(struct pt_regs *ctx, int i)
+{
+	hit(TT_GO_HIT_ROUNDTRIP);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
+	if (!off || !cl)
+		return 0;
+	__u64 conn = GO_ARG1(ctx) + cl->h2_tconn[i & 1];
+	return http_roundtrip(ctx, tgid, off, cl, read_u64(conn), read_u64(conn + 8), GO_ARG2(ctx) + cl->h2_req_ctx[i & 1]);
+}
+
+SEC("uprobe")
+int go_h2_roundtrip(struct pt_regs *ctx)
+{
+	return h2_roundtrip(ctx, 0);
+}
+
+SEC("uprobe")
+int go_xh2_roundtrip(struct pt_regs *ctx)
+{
+	return h2_roundtrip(ctx, 1);
+}
+
+/* Each RET of a round trip (HTTP/1's or an HTTP/2 client's): the call is over. */
 SEC("uprobe")
 int go_http_roundtrip_ret(struct pt_regs *ctx)
 {
@@ -172,8 +248,8 @@ int go_http_roundtrip_ret(struct pt_regs *ctx)
 /*
  * google.golang.org/grpc/internal/transport.(*http2Client).NewStream(t, ctx,
  * callHdr, handler), on the goroutine making the call: the transport (and
- * so the TCP connection) its stream opens on. Plaintext TCP only (TLS
- * wraps the net.Conn: skipped, not guessed).
+ * so the TCP connection) its stream opens on, plain TCP or through grpc-go's
+ * TLS credentials.
  */
 SEC("uprobe")
 int go_grpc_new_stream(struct pt_regs *ctx)
@@ -186,7 +262,7 @@ int go_grpc_new_stream(struct pt_regs *ctx)
 		return 0;
 	__u64 t = GO_ARG1(ctx);
 	__s64 fd = tcpconn_fd(read_u64(t + go->client_conn), read_u64(t + go->client_conn + 8),
-			      go->tcpconn_itab, go->conn_fd, go->netfd_sysfd);
+			      go->tcpconn_itab, go->conn_fd, go->netfd_sysfd, bpf_map_lookup_elem(&go_conns, &tgid));
 	__u64 cookie = fd_cookie(fd);
 	struct tt_go_binding *b = bpf_ringbuf_reserve(&go_bindings, sizeof(*b), 0);
 	if (!b) {

@@ -37,6 +37,23 @@ struct tt_go_offsets {
 	__u64 deadline_err_itab;   /* its itab as an error (runtime address), 0: unknown: cancelCtx.err as an error (older Go) holds it */
 };
 
+/*
+ * What lies between an outbound call's net.Conn and its *net.TCPConn, per
+ * traced process: the wrappers to look through (crypto/tls.Conn; grpc-go's
+ * syscallConn around a tls.Conn) and the HTTP/2 clients' connection field.
+ * Absent for a process: plain TCP only, no HTTP/2 round trips.
+ */
+#define TT_CONN_WRAPPERS 2
+struct tt_go_conn_layout {
+	__u64 wrap_itab[TT_CONN_WRAPPERS];  /* a wrapper's itab as a net.Conn (runtime address), 0: none */
+	__u32 wrap_inner[TT_CONN_WRAPPERS]; /* the wrapped net.Conn's offset in it */
+	/* The HTTP/2 clients: [0] the standard library's (net/http's bundled
+	 * http2ClientConn; net/http/internal/http2.ClientConn since Go 1.27),
+	 * [1] golang.org/x/net/http2.ClientConn. */
+	__u32 h2_tconn[2];   /* the client connection's tconn (a net.Conn) */
+	__u32 h2_req_ctx[2]; /* the request's context: http.Request.ctx, or ClientRequest.Context (Go 1.27) */
+};
+
 /* How a goroutine was bound to a socket. */
 enum tt_go_binding_kind {
 	TT_BIND_HTTP_ROUNDTRIP = 1, /* net/http: the request was written to this connection */

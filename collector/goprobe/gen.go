@@ -14,5 +14,5 @@ package goprobe
 // creates the shared maps), gocalls (outbound calls, their connections,
 // dials) and gotraceparent (inbound trace context, goroutine ancestry).
 //go:generate go tool bpf2go -tags linux -cc clang-19 -strip llvm-strip-19 -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type tt_go_event -type tt_go_offsets -type tt_go_expiry -type tt_go_hit -type tt_go_trace_status -type tt_go_ctx_itab -type tt_go_span_type -type tt_go_grpc_offsets -type tt_go_tp_source -type tt_go_no_offset -type creation -type pid_ptr godeadline ../../bpf/godeadline.bpf.c -- -I../../bpf/include
-//go:generate go tool bpf2go -tags linux -cc clang-19 -strip llvm-strip-19 -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type tt_go_binding -type tt_go_binding_kind -type tt_go_dial_offsets gocalls ../../bpf/gocalls.bpf.c -- -I../../bpf/include
+//go:generate go tool bpf2go -tags linux -cc clang-19 -strip llvm-strip-19 -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 -type tt_go_binding -type tt_go_binding_kind -type tt_go_dial_offsets -type tt_go_conn_layout gocalls ../../bpf/gocalls.bpf.c -- -I../../bpf/include
 //go:generate go tool bpf2go -tags linux -cc clang-19 -strip llvm-strip-19 -cflags "-O2 -g -Wall -Werror" -target amd64,arm64 gotraceparent ../../bpf/gotraceparent.bpf.c -- -I../../bpf/include

@@ -81,6 +81,14 @@ const (
 	gocallsTtGoBindingKindTT_BIND_DIAL           gocallsTtGoBindingKind = 4
 )
 
+type gocallsTtGoConnLayout struct {
+	_         structs.HostLayout
+	WrapItab  [2]uint64
+	WrapInner [2]uint32
+	H2Tconn   [2]uint32
+	H2ReqCtx  [2]uint32
+}
+
 type gocallsTtGoCtxItab struct {
 	_         structs.HostLayout
 	ParentOff uint32
@@ -156,6 +164,7 @@ const (
 	gocallsMapDeadlines           = "deadlines"
 	gocallsMapDialing             = "dialing"
 	gocallsMapGoBindings          = "go_bindings"
+	gocallsMapGoConns             = "go_conns"
 	gocallsMapGoCtxItabs          = "go_ctx_itabs"
 	gocallsMapGoDial              = "go_dial"
 	gocallsMapGoGrpc              = "go_grpc"
@@ -167,11 +176,14 @@ const (
 	gocallsProgGoDialEntry        = "go_dial_entry"
 	gocallsProgGoDialRet          = "go_dial_ret"
 	gocallsProgGoGrpcNewStream    = "go_grpc_new_stream"
+	gocallsProgGoH2Roundtrip      = "go_h2_roundtrip"
 	gocallsProgGoHttpRoundtrip    = "go_http_roundtrip"
 	gocallsProgGoHttpRoundtripRet = "go_http_roundtrip_ret"
+	gocallsProgGoXh2Roundtrip     = "go_xh2_roundtrip"
 	gocallsVarUnusedDial          = "unused_dial"
 	gocallsVarUnusedGoBinding     = "unused_go_binding"
 	gocallsVarUnusedGoBindingKind = "unused_go_binding_kind"
+	gocallsVarUnusedGoConnLayout  = "unused_go_conn_layout"
 	gocallsVarUnusedGoDialOffsets = "unused_go_dial_offsets"
 )
 
@@ -220,8 +232,10 @@ type gocallsProgramSpecs struct {
 	GoDialEntry        *ebpf.ProgramSpec `ebpf:"go_dial_entry"`
 	GoDialRet          *ebpf.ProgramSpec `ebpf:"go_dial_ret"`
 	GoGrpcNewStream    *ebpf.ProgramSpec `ebpf:"go_grpc_new_stream"`
+	GoH2Roundtrip      *ebpf.ProgramSpec `ebpf:"go_h2_roundtrip"`
 	GoHttpRoundtrip    *ebpf.ProgramSpec `ebpf:"go_http_roundtrip"`
 	GoHttpRoundtripRet *ebpf.ProgramSpec `ebpf:"go_http_roundtrip_ret"`
+	GoXh2Roundtrip     *ebpf.ProgramSpec `ebpf:"go_xh2_roundtrip"`
 }
 
 // gocallsMapSpecs contains maps before they are loaded into the kernel.
@@ -231,6 +245,7 @@ type gocallsMapSpecs struct {
 	Deadlines   *ebpf.MapSpec `ebpf:"deadlines"`
 	Dialing     *ebpf.MapSpec `ebpf:"dialing"`
 	GoBindings  *ebpf.MapSpec `ebpf:"go_bindings"`
+	GoConns     *ebpf.MapSpec `ebpf:"go_conns"`
 	GoCtxItabs  *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
 	GoDial      *ebpf.MapSpec `ebpf:"go_dial"`
 	GoGrpc      *ebpf.MapSpec `ebpf:"go_grpc"`
@@ -248,6 +263,7 @@ type gocallsVariableSpecs struct {
 	UnusedDial          *ebpf.VariableSpec `ebpf:"unused_dial"`
 	UnusedGoBinding     *ebpf.VariableSpec `ebpf:"unused_go_binding"`
 	UnusedGoBindingKind *ebpf.VariableSpec `ebpf:"unused_go_binding_kind"`
+	UnusedGoConnLayout  *ebpf.VariableSpec `ebpf:"unused_go_conn_layout"`
 	UnusedGoDialOffsets *ebpf.VariableSpec `ebpf:"unused_go_dial_offsets"`
 }
 
@@ -274,6 +290,7 @@ type gocallsMaps struct {
 	Deadlines   *ebpf.Map `ebpf:"deadlines"`
 	Dialing     *ebpf.Map `ebpf:"dialing"`
 	GoBindings  *ebpf.Map `ebpf:"go_bindings"`
+	GoConns     *ebpf.Map `ebpf:"go_conns"`
 	GoCtxItabs  *ebpf.Map `ebpf:"go_ctx_itabs"`
 	GoDial      *ebpf.Map `ebpf:"go_dial"`
 	GoGrpc      *ebpf.Map `ebpf:"go_grpc"`
@@ -289,6 +306,7 @@ func (m *gocallsMaps) Close() error {
 		m.Deadlines,
 		m.Dialing,
 		m.GoBindings,
+		m.GoConns,
 		m.GoCtxItabs,
 		m.GoDial,
 		m.GoGrpc,
@@ -307,6 +325,7 @@ type gocallsVariables struct {
 	UnusedDial          *ebpf.Variable `ebpf:"unused_dial"`
 	UnusedGoBinding     *ebpf.Variable `ebpf:"unused_go_binding"`
 	UnusedGoBindingKind *ebpf.Variable `ebpf:"unused_go_binding_kind"`
+	UnusedGoConnLayout  *ebpf.Variable `ebpf:"unused_go_conn_layout"`
 	UnusedGoDialOffsets *ebpf.Variable `ebpf:"unused_go_dial_offsets"`
 }
 
@@ -317,8 +336,10 @@ type gocallsPrograms struct {
 	GoDialEntry        *ebpf.Program `ebpf:"go_dial_entry"`
 	GoDialRet          *ebpf.Program `ebpf:"go_dial_ret"`
 	GoGrpcNewStream    *ebpf.Program `ebpf:"go_grpc_new_stream"`
+	GoH2Roundtrip      *ebpf.Program `ebpf:"go_h2_roundtrip"`
 	GoHttpRoundtrip    *ebpf.Program `ebpf:"go_http_roundtrip"`
 	GoHttpRoundtripRet *ebpf.Program `ebpf:"go_http_roundtrip_ret"`
+	GoXh2Roundtrip     *ebpf.Program `ebpf:"go_xh2_roundtrip"`
 }
 
 func (p *gocallsPrograms) Close() error {
@@ -326,8 +347,10 @@ func (p *gocallsPrograms) Close() error {
 		p.GoDialEntry,
 		p.GoDialRet,
 		p.GoGrpcNewStream,
+		p.GoH2Roundtrip,
 		p.GoHttpRoundtrip,
 		p.GoHttpRoundtripRet,
+		p.GoXh2Roundtrip,
 	)
 }
 

@@ -14,9 +14,11 @@ type extProbes struct {
 	sites []site
 	grpc  godeadlineTtGoGrpcOffsets
 	dial  gocallsTtGoDialOffsets
-	// hasGRPC and hasDial say the maps must be filled for the process.
-	hasGRPC, hasDial bool
-	lateCookieErrs   uint64 // bound connections whose cookie could not be resolved late (under Process.mu)
+	conns gocallsTtGoConnLayout
+	// hasGRPC, hasDial and hasConns say the maps must be filled for the
+	// process.
+	hasGRPC, hasDial, hasConns bool
+	lateCookieErrs             uint64 // bound connections whose cookie could not be resolved late (under Process.mu)
 }
 
 // resolveExt finds the sites and layouts of the optional probes.
@@ -32,6 +34,11 @@ func (p *Process) registerExt() error {
 	if p.ext.hasGRPC {
 		if err := p.objs.GoGrpc.Put(pid, p.ext.grpc); err != nil {
 			return fmt.Errorf("register gRPC layout of process %d: %w", pid, err)
+		}
+	}
+	if p.ext.hasConns {
+		if err := p.objs.calls.GoConns.Put(pid, p.ext.conns); err != nil {
+			return fmt.Errorf("register connection layout of process %d: %w", pid, err)
 		}
 	}
 	if p.ext.hasDial {

@@ -81,4 +81,55 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 	offs.PersistconnConn = uint32(fields[0])
 	offs.ConnFd = uint32(fields[1])
 	offs.NetfdSysfd = uint32(fields[2] + fields[3])
+	p.resolveConnLayout()
+}
+
+// resolveConnLayout finds what lies between a call's net.Conn and its TCP
+// connection (crypto/tls, grpc-go's TLS credentials) and the HTTP/2
+// clients' round trips, whose requests are bound like HTTP/1's. Each piece
+// is optional: one whose layout is not known is logged and left out, never
+// guessed (a TLS connection is then not bound; an HTTP/2 request not
+// probed).
+func (p *Process) resolveConnLayout() {
+	cl := &p.ext.conns
+	ws, err := p.bin.ConnWrappers()
+	if err != nil {
+		p.log.Info("some wrapped connections are not bound", "err", err)
+	}
+	for i, w := range ws {
+		if i == len(cl.WrapItab) {
+			p.log.Warn("more connection wrappers than the probes look through", "left out", w.Type)
+			break
+		}
+		cl.WrapItab[i], cl.WrapInner[i] = w.Itab+p.bias, uint32(w.Inner)
+	}
+	h2, err := p.bin.HTTP2Clients()
+	if err != nil {
+		p.log.Info("some HTTP/2 requests are not bound", "err", err)
+	}
+	var probed [2]bool // the standard library's, x/net's
+	for _, c := range h2 {
+		addr, err := p.bin.AfterPrologue(c.RoundTrip)
+		if err != nil {
+			p.log.Info("HTTP/2 requests are not bound", "client", c.Impl, "err", err)
+			continue
+		}
+		i, s := 0, site{"go_h2_roundtrip", p.objs.calls.GoH2Roundtrip, addr}
+		if !c.Std {
+			i, s = 1, site{"go_xh2_roundtrip", p.objs.calls.GoXh2Roundtrip, addr}
+		}
+		if probed[i] {
+			p.log.Warn("two HTTP/2 clients of one kind, the second is not bound", "client", c.Impl)
+			continue
+		}
+		probed[i] = true
+		cl.H2Tconn[i], cl.H2ReqCtx[i] = uint32(c.TConn), uint32(c.ReqCtx)
+		p.tripSites = append(p.tripSites, s)
+		if rets, err := p.bin.Returns(c.RoundTrip); err == nil {
+			for _, a := range rets {
+				p.tripSites = append(p.tripSites, site{"go_http_roundtrip_ret", p.objs.calls.GoHttpRoundtripRet, a})
+			}
+		}
+	}
+	p.ext.hasConns = len(ws) > 0 || len(h2) > 0
 }

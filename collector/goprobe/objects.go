@@ -54,7 +54,9 @@ func (o *objects) load(multi bool) error {
 func (o *objects) loaded() bool { return o.traceparent.GoHttpRequest != nil }
 
 // byTgid are the maps of per-process state keyed by tgid.
-func (o *objects) byTgid() []*ebpf.Map { return []*ebpf.Map{o.GoProcs, o.GoGrpc, o.calls.GoDial} }
+func (o *objects) byTgid() []*ebpf.Map {
+	return []*ebpf.Map{o.GoProcs, o.GoGrpc, o.calls.GoDial, o.calls.GoConns}
+}
 
 // byPidPtr are the maps of per-process state keyed by {tgid, pointer}
 // that userspace cleans when a process goes.
@@ -66,7 +68,7 @@ func (o *objects) byPidPtr() []*ebpf.Map {
 func (o *objects) programs() []*ebpf.Program {
 	d, c, t := &o.godeadlinePrograms, &o.calls.gocallsPrograms, &o.traceparent.gotraceparentPrograms
 	return []*ebpf.Program{d.GoCreateEntry, d.GoCreateRet, d.GoExpiredAtCreation, d.GoSpanStartRet, d.GoTimerFired,
-		c.GoDialEntry, c.GoDialRet, c.GoGrpcNewStream, c.GoHttpRoundtrip, c.GoHttpRoundtripRet,
+		c.GoDialEntry, c.GoDialRet, c.GoGrpcNewStream, c.GoHttpRoundtrip, c.GoHttpRoundtripRet, c.GoH2Roundtrip, c.GoXh2Roundtrip,
 		t.GoGrpcHeaders, t.GoHttpHeader, t.GoHttpRequest, t.GoNewprocEntry, t.GoNewprocRet}
 }
 
