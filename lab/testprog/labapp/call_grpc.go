@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -18,12 +20,16 @@ type grpcCaller struct {
 	traceparent string
 }
 
-// newGRPCCaller builds the client: plaintext, never through a proxy, and
+// newGRPCCaller builds the client: plaintext (or TLS, -tls), never through a proxy, and
 // with OTel otelgrpc's stats handler followed by captureHandler. It starts
 // connecting at once so that the first request is not charged for it.
 func newGRPCCaller(cfg clientConfig, tel *telemetry) (*grpcCaller, error) {
+	creds := insecure.NewCredentials()
+	if cfg.tls {
+		creds = credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithNoProxy(),
 	}
 	if cfg.otel {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +33,16 @@ func newHTTPCaller(cfg clientConfig, tel *telemetry) *httpCaller {
 		base.Proxy = nil
 		base.MaxIdleConns, base.MaxIdleConnsPerHost = cfg.concurrency, cfg.concurrency
 	}
+	if cfg.tls {
+		// As a service calling an internal endpoint: HTTP/2 when the
+		// server offers it (ForceAttemptHTTP2, as http.DefaultTransport),
+		// or HTTP/1.1 only (an empty TLSNextProto).
+		base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+		base.ForceAttemptHTTP2 = !cfg.http1
+		if cfg.http1 {
+			base.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+	}
 	var rt http.RoundTripper = base
 	if cfg.otel {
 		rt = otelhttp.NewTransport(captureTransport{next: base},
@@ -40,6 +51,9 @@ func newHTTPCaller(cfg clientConfig, tel *telemetry) *httpCaller {
 	url := cfg.target
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
+		if cfg.tls {
+			url = "https://" + cfg.target
+		}
 	}
 	return &httpCaller{
 		client:      &http.Client{Transport: rt},

@@ -52,6 +52,8 @@ type clientConfig struct {
 	stwBlock    time.Duration
 	reqBytes    int
 	transport   string
+	tls         bool
+	http1       bool
 }
 
 // bind registers the client flags on fs.
@@ -80,6 +82,9 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.traceparent, "traceparent", "",
 		"send this fixed traceparent (00-<trace>-<span>-01) with no OTel on the client; implies -span=none")
 	fs.BoolVar(&c.wait, "wait", false, `after printing "ready PID", wait for a line on stdin before sending`)
+	fs.BoolVar(&c.tls, "tls", false,
+		"TLS to the server (its certificate is not verified): HTTPS, HTTP/2 by ALPN unless -http1; gRPC with credentials.NewTLS")
+	fs.BoolVar(&c.http1, "http1", false, "with -tls -proto http: HTTP/1.1 over TLS only (no HTTP/2)")
 	fs.StringVar(&c.transport, "transport", "plain",
 		"HTTP transport: plain (an http.Transport with no dialer settings)|default (a clone of http.DefaultTransport: its dialer has its own 30 s deadline between the request's and the dial)")
 }
@@ -110,6 +115,9 @@ func (c *clientConfig) check(explicit map[string]bool) error {
 	}
 	if c.reqBytes < 0 || c.reqBytes > 0 && c.proto != "http" {
 		return fmt.Errorf("-req-bytes %d: want >= 0, with -proto http", c.reqBytes)
+	}
+	if c.tls && c.proto == "dial" || c.http1 && (!c.tls || c.proto != "http") {
+		return fmt.Errorf("-tls %v -http1 %v -proto %s: -tls takes http or grpc, -http1 takes -tls -proto http", c.tls, c.http1, c.proto)
 	}
 	if c.n < 0 || c.concurrency < 1 {
 		return fmt.Errorf("-n %d -concurrency %d: want n >= 0 and concurrency >= 1", c.n, c.concurrency)

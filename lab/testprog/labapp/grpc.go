@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
@@ -24,18 +25,27 @@ func runGRPCServer(ctx context.Context, args []string, out *lineWriter) error {
 	var (
 		addr     string
 		withOTel bool
+		withTLS  bool
 		w        work
 	)
 	fs := flag.NewFlagSet("grpc-server", flag.ContinueOnError)
 	fs.StringVar(&addr, "addr", ":9090", "listen address")
 	fs.BoolVar(&withOTel, "otel", true,
 		"trace with otelgrpc.NewServerHandler; without it the trace ID is read from the traceparent metadata by hand")
+	fs.BoolVar(&withTLS, "tls", false, "serve over TLS with a self-signed certificate made at start")
 	w.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 
 	var opts []grpc.ServerOption
+	if withTLS {
+		cert, err := selfSigned()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
+	}
 	if withOTel {
 		tel := newTelemetry()
 		defer tel.shutdown(context.Background())
