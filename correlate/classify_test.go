@@ -738,3 +738,46 @@ func TestConnectUnansweredBeforeItsFirstRetry(t *testing.T) {
 		})
 	}
 }
+
+// Local against mild network trouble (issue 17.5): a tail loss probe on a
+// healthy LAN connection costs a few milliseconds; 150 ms of a 1 s life
+// throttled (15 %, under LocalShare) explains more of it: cpu_throttled.
+// The same probe beside 10 ms throttled stays tlp. GC pauses that fall in
+// throttled time count as throttling: 3 × 200 ms pauses in a cgroup
+// throttled 55 % of the time are 330 ms throttling's; the throttling (550
+// ms) is then the larger figure, where the raw pauses (600 ms) were.
+func TestLocalAgainstMildNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		throttled float64 // ms per 100 ms period
+		pauses    bool
+		class     Class
+	}{
+		{"tlp beside heavier throttling", 15, false, ClassCPUThrottled},
+		{"tlp beside light throttling", 1, false, ClassTLP},
+		{"gc pauses in throttled time", 55, true, ClassCPUThrottled},
+		{"gc pauses, no throttling", 0, true, ClassGCPause},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScenario("t", "")
+			c := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+			c.tcp(0, event.TCPEstablished)
+			c.bind(1000.01, 5, event.BindHTTPRoundTrip)
+			sc.sampled(10, event.LocalThrottled, 0, 2200, 100, tc.throttled, 1)
+			sc.local(10, event.LocalRunqueue, 0, 2200, 1, 1)
+			if tc.pauses {
+				c.act(1000.02, 5, true)
+				for _, p := range []float64{1100, 1400, 1700} {
+					sc.local(10, event.LocalGCPause, p, p+200, 200, 1)
+				}
+			} else {
+				c.tcp(1900, event.TCPTLP)
+			}
+			sc.deadline(10, "app", 1000, 1000, 5, at)
+			r := one(t, sc)
+			if r.Cause.Class != tc.class {
+				t.Errorf("class %s, want %s: %s (note: %s; local %+v)", r.Cause.Class, tc.class, r.Cause.Summary, r.Cause.Note, r.Cause.Local)
+			}
+		})
+	}
+}

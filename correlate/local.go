@@ -34,8 +34,13 @@ import (
 //     note and the connections stay listed. slow_peer asks more: the
 //     local figure must reach LocalOverPeer (half) of the life, or the
 //     context's timer must have fired late by that much (a runtime that
-//     cannot run its timer cannot read an answer either).
+//     cannot run its timer cannot read an answer either). tlp and
+//     fast_retransmit ask less: a third of LocalShare, when the local
+//     figure is also larger than the retransmits could cost (mildCost).
 //  3. Otherwise the network verdict stands.
+//
+// GC pauses inside throttled time are the throttling's when the figures
+// are compared (gcThrottled).
 //
 // Figures: throttled time is the growth of the cgroup's throttled_usec
 // between samples, spread evenly over the sample interval; run-queue time
@@ -113,6 +118,28 @@ func lostIn(r *ring[localIv], lo, hi uint64) uint64 {
 	return uint64(sum)
 }
 
+// gcThrottled is the throttled time inside the GC pauses of [lo, hi]: a
+// stop of the world waits for every thread, and a throttled cgroup's
+// threads do not run, so a pause overlapping throttled time was stretched
+// by the throttling (a CPU-quota client: 10 of 295 throttled timeouts read
+// gc_pause). The throttled time of each sample is spread evenly over it,
+// as lostIn does.
+func gcThrottled(p *proc, lo, hi uint64) uint64 {
+	var sum uint64
+	r := &p.local[int(event.LocalGCPause)-1]
+	for i := r.len() - 1; i >= 0; i-- {
+		iv := r.at(i)
+		if iv.end < lo {
+			break
+		}
+		a, b := max(iv.start, lo), min(iv.end, hi)
+		if b > a {
+			sum += min(lostIn(&p.local[int(event.LocalThrottled)-1], a, b), b-a)
+		}
+	}
+	return sum
+}
+
 // localFigures returns the local time lost in d's window, nil when no
 // local source watches the process, and the window's length the rule
 // compares with.
@@ -139,6 +166,12 @@ func (c *Correlator) localFigures(d *event.Deadline) (*LocalTime, [3]uint64, uin
 			continue
 		}
 		lost[k] = min(lostIn(&p.local[k], lo, hi), hi-lo)
+		if event.LocalKind(k+1) == event.LocalGCPause && p.watched(0, lo, hi) {
+			if lt.gcThrottled = min(gcThrottled(p, lo, hi), lost[k]); lt.gcThrottled > 0 {
+				v := msOf(lt.gcThrottled)
+				lt.GCPauseThrottledMs = &v
+			}
+		}
 		v := msOf(lost[k])
 		switch event.LocalKind(k + 1) {
 		case event.LocalThrottled:
@@ -188,6 +221,8 @@ func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
 	cmpLost := lost
 	if lt.ThrottledMs != nil {
 		cmpLost[1] = subSat(lost[1], lost[0])
+		// GC pauses stretched by the throttling are the throttling's.
+		cmpLost[2] = subSat(lost[2], lt.gcThrottled)
 	}
 	best := 0
 	for k := range cmpLost {
@@ -196,7 +231,17 @@ func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
 		}
 	}
 	lost = cmpLost
-	if life == 0 || lost[best] == 0 || float64(lost[best]) < c.cfg.LocalShare*float64(life) {
+	need := c.cfg.LocalShare
+	if cost, ok := mildCost(cause); ok && lost[best] > cost {
+		// Tail loss probes and fast retransmits cost the request a few
+		// round trips each (else an RTO fires: class rto). Local time
+		// beyond that explains more of the life than they can: a third of
+		// the usual share names the class (a CPU-quota client: 6 of 295
+		// throttled timeouts read tlp, from one probe on a healthy
+		// connection, with 155 ms throttled).
+		need /= 3
+	}
+	if life == 0 || lost[best] == 0 || float64(lost[best]) < need*float64(life) {
 		return
 	}
 	share := float64(lost[best]) / float64(life)
@@ -235,6 +280,30 @@ func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
 	was := fmt.Sprintf("without the local figures the verdict was %s (%s)", prev, cause.Summary)
 	cause.Summary = what
 	cause.Note = joinNote(cause.Note, was)
+}
+
+// mildCost bounds what the mild trouble of a tlp or fast_retransmit
+// verdict could have cost the request. A tail loss probe fires about two
+// round trips after the segment it repeats, a fast retransmit after three
+// duplicate ACKs, and either repairs the loss one round trip later; one
+// that is not answered ends in an RTO, which the grace window after the
+// expiry would show (class rto). So each costs about four smoothed RTTs,
+// counted at no less than 20 ms (the probe timer's floor is 10 ms, a
+// delayed ACK 40 ms), and no more than the RTO. ok is false for other
+// classes.
+func mildCost(cause *Cause) (cost uint64, ok bool) {
+	if cause.Class != ClassTLP && cause.Class != ClassFastRetransmit {
+		return 0, false
+	}
+	for _, cn := range cause.Connections {
+		n := cn.Counts[event.TCPTLP.String()] + cn.Counts[event.TCPFastRetransmit.String()] + cn.Counts[event.TCPRetransmit.String()]
+		each := max(4*time.Duration(cn.SRTTUs)*time.Microsecond, 20*time.Millisecond)
+		if cn.RTOMs > 0 {
+			each = min(each, time.Duration(cn.RTOMs)*time.Millisecond)
+		}
+		cost += uint64(n) * uint64(each)
+	}
+	return cost, true
 }
 
 // timerLate is how long after its deadline d's timer fired, when the

@@ -128,6 +128,11 @@ type LocalTime struct {
 	ThrottledMs *float64 `json:"throttled_ms"` // CFS throttling of the process's cgroup
 	RunqueueMs  *float64 `json:"runqueue_ms"`  // mean time a thread of the process waited for a CPU
 	GCPauseMs   *float64 `json:"gc_pause_ms"`  // Go stop-the-world pauses
+	// GCPauseThrottledMs is the part of the GC pauses that overlapped the
+	// cgroup's throttled time (present when > 0): it counts as throttling
+	// when the rule compares the figures.
+	GCPauseThrottledMs *float64 `json:"gc_pause_throttled_ms,omitempty"`
+	gcThrottled        uint64
 	// WindowMs is the span the figures cover: the context's life when its
 	// creation was seen, else Config.LocalLookback before the expiry.
 	WindowMs float64 `json:"window_ms"`
