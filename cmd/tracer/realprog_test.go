@@ -82,6 +82,7 @@ type realEnv struct {
 	http   string // the lab's HTTP server, host:port
 	https  string // the lab's HTTPS server (HTTP/2 and HTTP/1.1 by ALPN, self-signed), host:port
 	grpc   string // the lab's gRPC server, host:port
+	grpcs  string // the lab's gRPC server over TLS (self-signed), host:port
 	fault  realFault
 	during func() // applies a mid-run fault; the driver calls it when its traffic is warm
 
@@ -170,6 +171,15 @@ var realCases = []realCase{
 	{"grpcurl", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		return e.oneShots(5, isTimeoutText,
 			"-plaintext", "-connect-timeout", "1.5", "-max-time", "1.5", e.grpc, "grpc.health.v1.Health/Check")
+	}},
+	{"grpc_health_probe", "grpc_health_probe-tls", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
+		// gRPC over TLS: grpc-go's TLS credentials wrap the connection.
+		return e.oneShots(5, func(out string) bool { return strings.Contains(out, "timeout:") },
+			"-addr", e.grpcs, "-tls", "-tls-no-verify")
+	}},
+	{"grpcurl", "grpcurl-tls", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
+		return e.oneShots(5, isTimeoutText,
+			"-insecure", "-connect-timeout", "1.5", "-max-time", "1.5", e.grpcs, "grpc.health.v1.Health/Check")
 	}},
 	{"blackbox_exporter", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		cfg := filepath.Join(e.dir, "blackbox.yml")
@@ -347,7 +357,8 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	}
 	srvArgs = append(srvArgs, []string{"http-server", "-addr", ":8080", "-delay", delay},
 		[]string{"http-server", "-addr", ":8443", "-tls", "-delay", delay},
-		[]string{"grpc-server", "-addr", ":9090", "-delay", delay})
+		[]string{"grpc-server", "-addr", ":9090", "-delay", delay},
+		[]string{"grpc-server", "-addr", ":9443", "-tls", "-delay", delay})
 	for _, a := range srvArgs {
 		go io.Copy(io.Discard, startReady(t, p.ServerCmd(ctx, lab, a...)))
 	}
@@ -355,10 +366,10 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	os.Chmod(dir, 0o755)
 	e := &realEnv{t: t, ctx: ctx, p: p, bin: bin, dir: dir, fault: f,
 		http: net.JoinHostPort(p.ServerAddr.String(), "8080"), https: net.JoinHostPort(p.ServerAddr.String(), "8443"), grpc: net.JoinHostPort(p.ServerAddr.String(), "9090"),
-		during: func() {}}
+		grpcs: net.JoinHostPort(p.ServerAddr.String(), "9443"), during: func() {}}
 	blackhole := func() {
 		start := time.Now()
-		for _, port := range []int{8080, 8443, 9090} {
+		for _, port := range []int{8080, 8443, 9090, 9443} {
 			if err := p.Blackhole(port); err != nil {
 				t.Fatal(err)
 			}
