@@ -161,6 +161,69 @@ int go_span_start_ret(struct pt_regs *ctx)
 	return 0;
 }
 
+/*
+ * read_chan_waiters adds the goroutines parked on cancelCtx c's Done
+ * channel (its receive queue, sudog by sudog: the close that wakes them
+ * comes after this probe), each with its stack: the pc it parked at
+ * (g.sched.pc, in gopark) and the return addresses up Go's frame pointers
+ * from g.sched.bp. A Done channel never asked for (nil) has no waiters.
+ */
+static __always_inline void read_chan_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off)
+{
+	__u64 ch = read_u64(c + off->cancelctx_done + 8);
+	if (!ch)
+		return;
+	__u64 sg = read_u64(ch + off->hchan_recvq_first);
+	for (int k = 0; k < TT_GO_WAITERS; k++) {
+		__u32 i = e->waiters;
+		if (!sg || i >= TT_GO_WAITERS)
+			break;
+		__u64 g = read_u64(sg + off->sudog_g);
+		if (!g)
+			break;
+		e->waiter_goid[i] = read_u64(g + off->g_goid);
+		e->waiter_pcs[i][0] = read_u64(g + off->g_sched_pc);
+		__u64 fp = read_u64(g + off->g_sched_bp);
+		for (int j = 1; j < TT_GO_WAIT_STACK; j++) {
+			if (!fp)
+				break;
+			e->waiter_pcs[i][j] = read_u64(fp + 8);
+			fp = read_u64(fp);
+		}
+		e->waiters = i + 1;
+		sg = read_u64(sg + off->sudog_next);
+	}
+}
+
+/*
+ * read_waiters fills who was waiting on the expiring context c: on its own
+ * Done channel, then on its children's (net/http's transport waits on a
+ * cancelCtx of its own below the request's; each canceler's cancelCtx is
+ * first in it), for a children map small enough to be one group.
+ */
+static __always_inline void read_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off)
+{
+	read_chan_waiters(e, c, off);
+	if (!off->has_children || e->waiters >= TT_GO_WAITERS)
+		return;
+	__u64 m = read_u64(c + off->cancelctx_children);
+	if (!m || read_u64(m + off->map_dirlen) != 0)
+		return;
+	__u64 grp = read_u64(m + off->map_dirptr);
+	if (!grp)
+		return;
+	__u64 ctrl = read_u64(grp);
+	for (int s = 0; s < 8; s++) {
+		if (e->waiters >= TT_GO_WAITERS)
+			break;
+		if ((ctrl >> (8 * s)) & 0x80)
+			continue; /* empty or deleted */
+		__u64 child = read_u64(grp + 8 + 16 * s + 8);
+		if (child)
+			read_chan_waiters(e, child, off);
+	}
+}
+
 static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 {
 	hit(TT_GO_HIT_EXPIRY);
@@ -208,6 +271,8 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 	__u64 children = read_u64(c + off->cancelctx_children);
 	if (children)
 		e->children = read_u64(children);
+	if (off->has_waiters && kind == TT_GO_TIMER_FIRED)
+		read_waiters(e, c, off);
 
 	/* A fired timer's creation was recorded at WithDeadlineCause's return;
 	 * an already-past deadline expires before that return, while its

@@ -739,6 +739,28 @@ func TestConnectUnansweredBeforeItsFirstRetry(t *testing.T) {
 	}
 }
 
+// A tail loss probe 1 ms into a 5 ms life on a 0.1 ms connection: its
+// timer (two smoothed RTTs plus 2 ms) was armed before the context
+// existed, so it probed an earlier request's data (probedOlder). 3 ms in,
+// it may be this request's.
+func TestTLPOlderThanTheLife(t *testing.T) {
+	for _, tc := range []struct {
+		at    float64
+		class Class
+	}{{1001, ClassSlowPeer}, {1003, ClassTLP}} {
+		sc := newScenario("t", "")
+		c := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+		c.tcp(0, event.TCPEstablished)
+		c.bind(1000.01, 5, event.BindHTTPRoundTrip)
+		c.tcp(tc.at, event.TCPTLP)
+		sc.deadline(10, "app", 1000, 5, 5, at)
+		r := one(t, sc)
+		if r.Cause.Class != tc.class {
+			t.Errorf("probe at %v ms: class %s, want %s: %s", tc.at, r.Cause.Class, tc.class, r.Cause.Summary)
+		}
+	}
+}
+
 // Local against mild network trouble (issue 17.5): a tail loss probe on a
 // healthy LAN connection costs a few milliseconds; 150 ms of a 1 s life
 // throttled (15 %, under LocalShare) explains more of it: cpu_throttled.

@@ -249,7 +249,7 @@ func (c *Correlator) verdict(e *evidence, sp span) (Class, string) {
 		return ClassZeroWindow, ""
 	case (n[event.TCPFastRetransmit] > 0 || n[event.TCPRetransmit] > 0) && !e.repairedBefore(sp):
 		return ClassFastRetransmit, ""
-	case n[event.TCPTLP] > 0 && !e.repairedBefore(sp):
+	case n[event.TCPTLP] > 0 && !e.repairedBefore(sp) && !e.probedOlder(sp):
 		return ClassTLP, ""
 	case (e.abortedBare || (e.state != nil && e.state.state == stateSynSent && !e.established)) && c.synUnanswered(e, sp):
 		return ClassSynTimeout, ""
@@ -387,6 +387,36 @@ func (e *evidence) repairedBefore(sp span) bool {
 		rto = uint64(time.Second) // none recorded: the kernel's initial RTO
 	}
 	return last.mono+rto < sp.expiry
+}
+
+// probedOlder: every tail loss probe in the window fired too soon after
+// the context's creation to probe anything it sent. The probe timer is
+// re-armed at each transmission and waits at least two smoothed RTTs plus
+// two jiffies (tcp_schedule_loss_probe; 2 ms at HZ=1000), so a probe
+// before the creation plus that repeats a segment sent before the request
+// began: an
+// earlier request's trouble, not this one's (800 requests of 3 ms each on a
+// healthy network: a probe 1–3 ms into a life read tlp, in CI).
+func (e *evidence) probedOlder(sp span) bool {
+	var srtt uint64
+	if e.snap != nil {
+		srtt = uint64(e.snap.srttUs) * 1000
+	}
+	if srtt == 0 || sp.created == 0 {
+		return false // no RTT or no creation known: cannot tell
+	}
+	pto := 2*srtt + uint64(2*time.Millisecond)
+	seen := false
+	for _, r := range e.evs {
+		if r.kind != event.TCPTLP {
+			continue
+		}
+		if r.mono >= sp.created+pto {
+			return false
+		}
+		seen = true
+	}
+	return seen
 }
 
 // inBackoff: the RTO r, the socket's last record before the window, had

@@ -16,6 +16,7 @@ import (
 // unacknowledged before it.
 type span struct {
 	lo, expiry, hi uint64
+	created        uint64 // the context's creation, when seen (lo is Slack before it); else 0
 }
 
 // window returns the searched window for d, the span of event times that
@@ -24,7 +25,7 @@ func (c *Correlator) window(d *event.Deadline) (Window, span, string) {
 	grace := uint64(c.cfg.Grace)
 	sp := span{expiry: d.Mono, hi: d.Mono + grace}
 	if d.Detail && d.CreatedMono != 0 && d.CreatedMono <= d.Mono {
-		sp.lo = subSat(d.CreatedMono, uint64(c.cfg.Slack))
+		sp.lo, sp.created = subSat(d.CreatedMono, uint64(c.cfg.Slack)), d.CreatedMono
 		return Window{Start: d.CreatedMono, End: d.Mono}, sp, ""
 	}
 	sp.lo = subSat(d.Mono, uint64(c.cfg.Lookback))

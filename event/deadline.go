@@ -58,6 +58,37 @@ type Deadline struct {
 	CreatedAt    string    // "function (file:line)" of that code: the first frame outside package context
 	CreatedStack []string  // the frames up from WithDeadlineCause's caller, innermost first
 	CreatedGoid  uint64    // goroutine that set the deadline
+
+	// Waiters are the goroutines parked on the context's Done channel when
+	// its timer fired (a receive or a select on it: the request waiting for
+	// its answer, a dial, a pool), read at the expiry with no detail probe;
+	// at most three. WaitingAt is where the request was waiting: the
+	// waiter that set the deadline when that is known, else the first.
+	Waiters   []Waiter
+	WaitingAt string // "function (file:line)"; empty when nobody waited on Done, or it could not be read
+}
+
+// Waiter is one goroutine parked on an expiring context's Done channel.
+type Waiter struct {
+	Goid  uint64
+	At    string   // its first frame outside the runtime: "function (file:line)"
+	Stack []string // its frames, innermost first (runtime.gopark first)
+}
+
+// Waiting picks WaitingAt from the waiters: the deadline's creator's,
+// else the first waiter's with a frame outside the runtime.
+func (d *Deadline) Waiting() string {
+	for _, w := range d.Waiters {
+		if d.CreatedGoid != 0 && w.Goid == d.CreatedGoid && w.At != "" {
+			return w.At
+		}
+	}
+	for _, w := range d.Waiters {
+		if w.At != "" {
+			return w.At
+		}
+	}
+	return ""
 }
 
 // Budget is how long the context was given, when its creation was seen.

@@ -62,6 +62,7 @@ const (
 	attrTraceSource = "timeout.trace_source"
 	attrTraceNote   = "timeout.trace_note"
 	attrGoroutine   = "timeout.goroutine"
+	attrWaitingAt   = "timeout.waiting_at"
 	attrPeerAddr    = "network.peer.address"
 	attrPeerPort    = "network.peer.port"
 	// server.* name the upstream a client connection called: set only
@@ -184,6 +185,9 @@ func planSpan(r *correlate.Report, p Process) spanPlan {
 		a = append(a, attribute.String(attrTraceSource, d.TraceSource))
 	} else if d.TraceNote != "" {
 		a = append(a, attribute.String(attrTraceNote, d.TraceNote))
+	}
+	if d.WaitingAt != "" {
+		a = append(a, attribute.String(attrWaitingAt, d.WaitingAt))
 	}
 	if fn != "" {
 		a = append(a, attribute.String(attrCodeFunctionName, fn), attribute.String(attrCodeFunction, fn))

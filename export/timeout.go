@@ -37,6 +37,13 @@ type TimeoutJSON struct {
 	TraceSource  string   `json:"trace_source"` // otel_context, http_traceparent, grpc_metadata, child_span, goroutine, or "" when none
 	TraceSampled bool     `json:"trace_sampled,omitempty"`
 	TraceNote    string   `json:"trace_note,omitempty"` // why there is no trace ID
+	// Where the request was waiting when the deadline expired: a goroutine
+	// parked on the context's Done channel, read at the expiry (no detail
+	// probe needed). Absent when none was (docs/cli.md says when).
+	WaitingAt    string   `json:"waiting_at,omitempty"`
+	WaitingGoid  uint64   `json:"waiting_goroutine,omitempty"`
+	WaitingStack []string `json:"waiting_stack,omitempty"`
+	Waiters      int      `json:"waiters,omitempty"` // goroutines parked on Done (at most 3 read)
 	// Cause is what the network (or the process) did to the request: the
 	// correlator's verdict. Absent when only the Go side was traced.
 	Cause *correlate.Cause `json:"cause,omitempty"`
@@ -72,6 +79,15 @@ func NewTimeoutJSON(d *event.Deadline) TimeoutJSON {
 	}
 	if e, ok := d.Elapsed(); ok {
 		j.ElapsedMs = ms(e)
+	}
+	if d.WaitingAt != "" {
+		j.WaitingAt, j.Waiters = d.WaitingAt, len(d.Waiters)
+		for _, w := range d.Waiters {
+			if w.At == d.WaitingAt {
+				j.WaitingGoid, j.WaitingStack = w.Goid, w.Stack
+				break
+			}
+		}
 	}
 	if d.Detail {
 		j.CreatedAt = &d.CreatedAt

@@ -52,6 +52,16 @@ func ProbeFields() []FieldRef {
 		{"net/http/internal/http2.ClientRequest", "Context"},
 		{"crypto/tls.Conn", "conn"},
 		{"runtime.g", "goid"},
+		// Who waits on an expiring context: its Done channel's receive
+		// queue, each sudog's goroutine and where it parked; the children
+		// map of a small swiss map (Go 1.24+).
+		{"runtime.hchan", "recvq.first"},
+		{"runtime.sudog", "g"},
+		{"runtime.sudog", "next"},
+		{"runtime.g", "sched.pc"},
+		{"runtime.g", "sched.bp"},
+		{"internal/runtime/maps.Map", "dirPtr"},
+		{"internal/runtime/maps.Map", "dirLen"},
 	}
 }
 
@@ -63,6 +73,8 @@ var fieldReleases = map[FieldRef][2]int{
 	{"net/http.http2ClientConn", "tconn"}:                {0, 26},
 	{"net/http/internal/http2.ClientConn", "tconn"}:      {27, 0},
 	{"net/http/internal/http2.ClientRequest", "Context"}: {27, 0},
+	{"internal/runtime/maps.Map", "dirPtr"}:              {24, 0},
+	{"internal/runtime/maps.Map", "dirLen"}:              {24, 0},
 }
 
 // InRelease reports whether Go 1.minor has the field.

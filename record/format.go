@@ -108,6 +108,8 @@ type line struct {
 	CreatedAt    string   `json:"created_at,omitempty"`
 	CreatedStack []string `json:"created_stack,omitempty"`
 	CreatedGoid  uint64   `json:"created_goid,omitempty"`
+	Waiters      []waiter `json:"waiters,omitempty"`
+	WaitingAt    string   `json:"waiting_at,omitempty"`
 
 	Source string `json:"source,omitempty"`
 
@@ -120,6 +122,13 @@ type line struct {
 	Remaining   string `json:"remaining,omitempty"`
 	Caller      string `json:"caller,omitempty"`
 	End         bool   `json:"end,omitempty"`
+}
+
+// waiter is an event.Waiter in a recording.
+type waiter struct {
+	Goid  uint64   `json:"goid,omitempty"`
+	At    string   `json:"at,omitempty"`
+	Stack []string `json:"stack,omitempty"`
 }
 
 // toLine fills l (reset by the caller) from an event.
@@ -150,7 +159,10 @@ func toLine(ev event.Any, l *line) error {
 			Ctx: e.Ctx, Children: e.Children, Cancelled: e.Cancelled,
 			TraceID: e.TraceID, SpanID: e.SpanID, TraceSource: e.TraceSource, TraceSampled: e.TraceSampled, TraceNote: e.TraceNote,
 			Detail: e.Detail, CreatedMono: e.CreatedMono, CreatedPC: e.CreatedPC, CreatedAt: e.CreatedAt,
-			CreatedStack: e.CreatedStack, CreatedGoid: e.CreatedGoid,
+			CreatedStack: e.CreatedStack, CreatedGoid: e.CreatedGoid, WaitingAt: e.WaitingAt,
+		}
+		for _, w := range e.Waiters {
+			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack})
 		}
 		if e.Kind != 0 {
 			l.Kind = e.Kind.String()
@@ -241,7 +253,10 @@ func fromLine(l *line) (event.Any, error) {
 			Mono: l.Mono, PID: l.PID, TID: l.TID, Comm: l.Comm, Goid: l.Goid, Ctx: l.Ctx, Children: l.Children, Cancelled: l.Cancelled,
 			TraceID: l.TraceID, SpanID: l.SpanID, TraceSource: l.TraceSource, TraceSampled: l.TraceSampled, TraceNote: l.TraceNote,
 			Detail: l.Detail, CreatedMono: l.CreatedMono, CreatedPC: l.CreatedPC, CreatedAt: l.CreatedAt,
-			CreatedStack: l.CreatedStack, CreatedGoid: l.CreatedGoid,
+			CreatedStack: l.CreatedStack, CreatedGoid: l.CreatedGoid, WaitingAt: l.WaitingAt,
+		}
+		for _, w := range l.Waiters {
+			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack})
 		}
 		var err error
 		e.Kind, err = parseExpiry(l.Kind)

@@ -41,6 +41,9 @@ func fillAll(t *testing.T, v any) {
 			f.Set(reflect.ValueOf(time.Date(2026, 11, 29, 17, 31, 2, 118000000+i, time.UTC)))
 		case sf.Type == reflect.TypeOf(netip.AddrPort{}):
 			f.Set(reflect.ValueOf(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 213, 0, byte(i)}), 8080)))
+		case sf.Type == reflect.TypeOf([]event.Waiter{}):
+			f.Set(reflect.ValueOf([]event.Waiter{{Goid: 42, At: "main.call (/src/main.go:10)",
+				Stack: []string{"runtime.gopark (/go/src/runtime/proc.go:435)", "main.call (/src/main.go:10)"}}, {Goid: 43}}))
 		case sf.Type == reflect.TypeOf([]string{}):
 			f.Set(reflect.ValueOf([]string{"main.call (/src/main.go:10)", "main.main (/src/main.go:3)"}))
 		case f.Kind() == reflect.String:

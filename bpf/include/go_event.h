@@ -35,6 +35,21 @@ struct tt_go_offsets {
 	__u32 pad0;
 	__u64 deadline_err_type;   /* type descriptor of context.deadlineExceededError (runtime address), 0: unknown: cancelCtx.err as an atomic.Value holds it */
 	__u64 deadline_err_itab;   /* its itab as an error (runtime address), 0: unknown: cancelCtx.err as an error (older Go) holds it */
+	/* Who waits on an expiring context (0 in has_waiters: not read). */
+	__u32 has_waiters;
+	__u32 cancelctx_done;      /* context.cancelCtx.done (atomic.Value: data word at +8, the chan) */
+	__u32 hchan_recvq_first;   /* runtime.hchan.recvq + runtime.waitq.first (*sudog) */
+	__u32 sudog_g;             /* runtime.sudog.g */
+	__u32 sudog_next;          /* runtime.sudog.next */
+	__u32 g_sched_pc;          /* runtime.g.sched.pc */
+	__u32 g_sched_bp;          /* runtime.g.sched.bp (the frame pointer at the park) */
+	/* The children map (Go 1.24+ swiss maps: a small map's dirPtr is its
+	 * one group, a control word then 8 slots of {canceler, struct{}}); 0
+	 * in has_children: only the context's own Done is read. */
+	__u32 has_children;
+	__u32 map_dirptr;          /* internal/runtime/maps.Map.dirPtr */
+	__u32 map_dirlen;          /* internal/runtime/maps.Map.dirLen */
+	__u32 pad1;
 };
 
 /*
@@ -189,6 +204,9 @@ enum tt_go_hit {
 	TT_GO_HIT_MAX = 15,
 };
 
+#define TT_GO_WAITERS 3
+#define TT_GO_WAIT_STACK 12
+
 struct tt_go_event {
 	__u64 ts_ns;          /* CLOCK_MONOTONIC at the expiry */
 	__u64 ctx;            /* the *timerCtx */
@@ -213,7 +231,12 @@ struct tt_go_event {
 	 * that set the deadline (detail tier, net/http servers), raw text. */
 	__u8 traceparent[TT_TRACEPARENT_LEN];
 	__u8 traceparent_src; /* enum tt_go_tp_source */
-	__u8 _pad2[7];
+	__u8 waiters;         /* goroutines parked on the context's Done channel, read at the expiry (at most TT_GO_WAITERS) */
+	__u8 _pad2[6];
+	/* Each waiter: its goroutine id and its stack from g.sched, the parked
+	 * pc first, then return addresses up the frame pointers. */
+	__u64 waiter_goid[TT_GO_WAITERS];
+	__u64 waiter_pcs[TT_GO_WAITERS][TT_GO_WAIT_STACK];
 };
 
 #endif

@@ -269,6 +269,12 @@ func TestTraceBuildVariants(t *testing.T) {
 				if r.CreatedAt == nil || !strings.HasPrefix(*r.CreatedAt, "main.") {
 					t.Errorf("creator not resolved: %+v", r)
 				}
+				// Each deadline's goroutine waits on its Done (or a
+				// child's) in main: read at the expiry, stripped too. One
+				// already past when set has no waiter yet.
+				if r.Expiry == "timer_fired" && !strings.HasPrefix(r.WaitingAt, "main.") {
+					t.Errorf("waiting_at %q (stack %q), want main.*", r.WaitingAt, r.WaitingStack)
+				}
 			}
 		})
 	}

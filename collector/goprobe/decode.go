@@ -62,6 +62,8 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 		}
 		out.CreatedPC, out.CreatedAt = creator(pcs, out.CreatedStack)
 	}
+	out.Waiters = p.waiters(&r)
+	out.WaitingAt = out.Waiting()
 	return nil
 }
 

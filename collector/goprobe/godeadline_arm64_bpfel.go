@@ -89,7 +89,10 @@ type godeadlineTtGoEvent struct {
 	StopItab       uint64
 	Traceparent    [56]uint8
 	TraceparentSrc uint8
-	Pad2           [7]uint8
+	Waiters        uint8
+	Pad2           [6]uint8
+	WaiterGoid     [3]uint64
+	WaiterPcs      [3][12]uint64
 }
 
 type godeadlineTtGoExpiry uint32
@@ -175,6 +178,18 @@ type godeadlineTtGoOffsets struct {
 	_                 [4]byte
 	DeadlineErrType   uint64
 	DeadlineErrItab   uint64
+	HasWaiters        uint32
+	CancelctxDone     uint32
+	HchanRecvqFirst   uint32
+	SudogG            uint32
+	SudogNext         uint32
+	G_schedPc         uint32
+	G_schedBp         uint32
+	HasChildren       uint32
+	MapDirptr         uint32
+	MapDirlen         uint32
+	Pad1              uint32
+	_                 [4]byte
 }
 
 type godeadlineTtGoSpanType struct {

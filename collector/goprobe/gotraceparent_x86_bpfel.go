@@ -99,6 +99,18 @@ type gotraceparentTtGoOffsets struct {
 	_                 [4]byte
 	DeadlineErrType   uint64
 	DeadlineErrItab   uint64
+	HasWaiters        uint32
+	CancelctxDone     uint32
+	HchanRecvqFirst   uint32
+	SudogG            uint32
+	SudogNext         uint32
+	G_schedPc         uint32
+	G_schedBp         uint32
+	HasChildren       uint32
+	MapDirptr         uint32
+	MapDirlen         uint32
+	Pad1              uint32
+	_                 [4]byte
 }
 
 type gotraceparentTtGoSpanType struct {

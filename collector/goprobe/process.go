@@ -186,6 +186,7 @@ func (p *Process) resolve() (godeadlineTtGoOffsets, error) {
 	p.resolveRoundTrip(&offs)
 	p.resolveExt()
 	p.resolveDeadlineErr(&offs)
+	p.resolveWaiters(&offs)
 	for _, f := range []struct {
 		typ, path string
 		dst       *uint32

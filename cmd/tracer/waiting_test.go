@@ -1,0 +1,39 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestWaitingAt: with the cold tier alone (--detail never: no probe on the
+// request path), every report says where the request was waiting when its
+// deadline expired, read at the expiry from the goroutines parked on the
+// context's Done channel: net/http's round trip for an HTTP client, the
+// gRPC stream's read for a gRPC one.
+func TestWaitingAt(t *testing.T) {
+	requireGoTracing(t)
+	for _, tc := range []struct {
+		proto, server, want string
+	}{
+		{"http", "http-server", "net/http.(*persistConn).roundTrip"},
+		{"grpc", "grpc-server", "google.golang.org/grpc"},
+	} {
+		t.Run(tc.proto, func(t *testing.T) {
+			server := []string{tc.server, "-addr", ":8080", "-delay", "400ms"}
+			client := []string{"client", "-proto", tc.proto, "-target", labTarget, "-n", "6", "-concurrency", "2", "-timeout", "150ms", "-span", "before"}
+			run := runLab(t, server, client, false, nil, "--detail", "never")
+			if len(run.reports) < 5 {
+				t.Fatalf("%d reports, want 6: %s", len(run.reports), run.stderr)
+			}
+			if strings.Contains(run.stderr, "waiting_at") {
+				t.Logf("tracer: %s", run.stderr)
+			}
+			for _, r := range run.reports {
+				if !strings.HasPrefix(r.WaitingAt, tc.want) {
+					t.Errorf("waiting_at %q (goroutine %d, %d waiters, stack %q), want %s…", r.WaitingAt, r.WaitingGoid, r.Waiters, r.WaitingStack, tc.want)
+				}
+			}
+			t.Logf("waiting_at %s; stack %q", run.reports[0].WaitingAt, run.reports[0].WaitingStack)
+		})
+	}
+}

@@ -1,0 +1,81 @@
+package goprobe
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/timeout-tracer/tracer/event"
+)
+
+// resolveWaiters finds what reading an expiring context's waiters needs:
+// its Done channel, the channel's receive queue, each sudog's goroutine and
+// the goroutine's saved pc and frame pointer. Optional: without them the
+// reports have no waiting_at (logged), nothing else changes.
+func (p *Process) resolveWaiters(offs *godeadlineTtGoOffsets) {
+	fields := []struct {
+		typ, path string
+		dst       *uint32
+	}{
+		{"context.cancelCtx", "done", &offs.CancelctxDone},
+		{"runtime.hchan", "recvq.first", &offs.HchanRecvqFirst},
+		{"runtime.sudog", "g", &offs.SudogG},
+		{"runtime.sudog", "next", &offs.SudogNext},
+		{"runtime.g", "sched.pc", &offs.G_schedPc},
+		{"runtime.g", "sched.bp", &offs.G_schedBp},
+	}
+	for _, f := range fields {
+		off, err := p.bin.FieldOffset(f.typ, f.path)
+		if err != nil {
+			p.log.Info("no waiting_at in the reports", "err", err)
+			return
+		}
+		*f.dst = uint32(off)
+	}
+	offs.HasWaiters = 1
+	// The children map: a swiss map since Go 1.24 (the default then; a
+	// binary built with GOEXPERIMENT=noswissmap has no such type in its
+	// DWARF, and without DWARF the table says what the release's default
+	// was).
+	dp, err1 := p.bin.FieldOffset("internal/runtime/maps.Map", "dirPtr")
+	dl, err2 := p.bin.FieldOffset("internal/runtime/maps.Map", "dirLen")
+	if err1 != nil || err2 != nil {
+		p.log.Debug("waiting_at from the context's own Done channel only", "err", errors.Join(err1, err2))
+		return
+	}
+	offs.HasChildren, offs.MapDirptr, offs.MapDirlen = 1, uint32(dp), uint32(dl)
+}
+
+// waiters decodes the goroutines parked on the expiring context's Done
+// channel: each pc expands to its inlined frames.
+func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
+	n := min(int(r.Waiters), len(r.WaiterGoid))
+	if n == 0 {
+		return nil
+	}
+	ws := make([]event.Waiter, 0, n)
+	for i := range n {
+		w := event.Waiter{Goid: r.WaiterGoid[i]}
+		for _, pc := range r.WaiterPcs[i] {
+			if pc == 0 {
+				break
+			}
+			// The parked pc is the return address into gopark from mcall;
+			// the others are return addresses: pc-1 is the call.
+			w.Stack = append(w.Stack, p.bin.SymbolizeFrames(pc-p.bias-1)...)
+		}
+		w.At = waitingFrame(w.Stack)
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// waitingFrame is where a parked goroutine was waiting: its first frame
+// outside the runtime (gopark, selectgo, chanrecv are how, not where).
+func waitingFrame(stack []string) string {
+	for _, f := range stack {
+		if !strings.HasPrefix(f, "runtime.") && !strings.HasPrefix(f, "internal/") {
+			return f
+		}
+	}
+	return ""
+}
