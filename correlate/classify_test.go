@@ -803,3 +803,33 @@ func TestLocalAgainstMildNetwork(t *testing.T) {
 		})
 	}
 }
+
+// A fired timer nobody waited on (its waiters read, none parked on its
+// Done channel or its children's) says so in the note; one with a waiter,
+// or whose waiters could not be read, does not.
+func TestUnwaitedNote(t *testing.T) {
+	const want = "nobody was waiting on the context"
+	for _, tc := range []struct {
+		name string
+		opt  dlOpt
+		note bool
+	}{
+		{"unwaited", func(d *event.Deadline) { d.WaitersRead = true }, true},
+		{"waited", func(d *event.Deadline) {
+			d.WaitersRead, d.Waiters = true, []event.Waiter{{Goid: 5, At: at}}
+		}, false},
+		{"not read", func(d *event.Deadline) {}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScenario("t", "")
+			c := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+			c.tcp(0, event.TCPEstablished)
+			c.bind(1000.01, 5, event.BindHTTPRoundTrip)
+			sc.deadline(10, "app", 1000, 500, 5, at, tc.opt)
+			r := one(t, sc)
+			if got := strings.Contains(r.Cause.Note, want); got != tc.note {
+				t.Errorf("note %q: mentions nobody waiting %v, want %v", r.Cause.Note, got, tc.note)
+			}
+		})
+	}
+}

@@ -66,6 +66,19 @@ type Deadline struct {
 	// waiter that set the deadline when that is known, else the first.
 	Waiters   []Waiter
 	WaitingAt string // "function (file:line)"; empty when nobody waited on Done, or it could not be read
+	// WaitersRead: the probe could read the waiters (the binary's layout
+	// was known). With no waiter, a fired timer stopped nothing that was
+	// blocked on it (Unwaited).
+	WaitersRead bool
+}
+
+// Unwaited reports whether d's timer fired with nobody parked on its Done
+// channel or its children's, while they could be read: an idle deadline
+// (a dial's, kept until the program exits) expiring beside the one that
+// stopped the call (grpc_health_probe, otel-cli: two reports per timeout,
+// one of them unwaited).
+func (d *Deadline) Unwaited() bool {
+	return d.WaitersRead && d.Kind == TimerFired && len(d.Waiters) == 0
 }
 
 // Waiter is one goroutine parked on an expiring context's Done channel.

@@ -44,6 +44,10 @@ type TimeoutJSON struct {
 	WaitingGoid  uint64   `json:"waiting_goroutine,omitempty"`
 	WaitingStack []string `json:"waiting_stack,omitempty"`
 	Waiters      int      `json:"waiters,omitempty"` // goroutines parked on Done (at most 3 read)
+	// Unwaited: the timer fired with nobody waiting on the context (read,
+	// not unknown): it stopped no blocked call (an idle dial deadline
+	// beside the call's own, say).
+	Unwaited bool `json:"unwaited,omitempty"`
 	// Cause is what the network (or the process) did to the request: the
 	// correlator's verdict. Absent when only the Go side was traced.
 	Cause *correlate.Cause `json:"cause,omitempty"`
@@ -80,6 +84,7 @@ func NewTimeoutJSON(d *event.Deadline) TimeoutJSON {
 	if e, ok := d.Elapsed(); ok {
 		j.ElapsedMs = ms(e)
 	}
+	j.Unwaited = d.Unwaited()
 	if d.WaitingAt != "" {
 		j.WaitingAt, j.Waiters = d.WaitingAt, len(d.Waiters)
 		for _, w := range d.Waiters {

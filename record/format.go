@@ -110,6 +110,7 @@ type line struct {
 	CreatedGoid  uint64   `json:"created_goid,omitempty"`
 	Waiters      []waiter `json:"waiters,omitempty"`
 	WaitingAt    string   `json:"waiting_at,omitempty"`
+	WaitersRead  bool     `json:"waiters_read,omitempty"`
 
 	Source string `json:"source,omitempty"`
 
@@ -159,7 +160,7 @@ func toLine(ev event.Any, l *line) error {
 			Ctx: e.Ctx, Children: e.Children, Cancelled: e.Cancelled,
 			TraceID: e.TraceID, SpanID: e.SpanID, TraceSource: e.TraceSource, TraceSampled: e.TraceSampled, TraceNote: e.TraceNote,
 			Detail: e.Detail, CreatedMono: e.CreatedMono, CreatedPC: e.CreatedPC, CreatedAt: e.CreatedAt,
-			CreatedStack: e.CreatedStack, CreatedGoid: e.CreatedGoid, WaitingAt: e.WaitingAt,
+			CreatedStack: e.CreatedStack, CreatedGoid: e.CreatedGoid, WaitingAt: e.WaitingAt, WaitersRead: e.WaitersRead,
 		}
 		for _, w := range e.Waiters {
 			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack})
@@ -253,7 +254,7 @@ func fromLine(l *line) (event.Any, error) {
 			Mono: l.Mono, PID: l.PID, TID: l.TID, Comm: l.Comm, Goid: l.Goid, Ctx: l.Ctx, Children: l.Children, Cancelled: l.Cancelled,
 			TraceID: l.TraceID, SpanID: l.SpanID, TraceSource: l.TraceSource, TraceSampled: l.TraceSampled, TraceNote: l.TraceNote,
 			Detail: l.Detail, CreatedMono: l.CreatedMono, CreatedPC: l.CreatedPC, CreatedAt: l.CreatedAt,
-			CreatedStack: l.CreatedStack, CreatedGoid: l.CreatedGoid, WaitingAt: l.WaitingAt,
+			CreatedStack: l.CreatedStack, CreatedGoid: l.CreatedGoid, WaitingAt: l.WaitingAt, WaitersRead: l.WaitersRead,
 		}
 		for _, w := range l.Waiters {
 			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack})

@@ -291,6 +291,7 @@ func isTimeoutText(s string) bool {
 type realRow struct {
 	prog, fault         string
 	logged, reported    int
+	unwaited            int // reports of a deadline nobody waited on (an idle twin of the call's own)
 	right, rightAmb     int // the right class, exact or probable; ambiguous
 	unknown, wrong      int
 	classes, confidence map[string]int
@@ -316,18 +317,19 @@ func TestRealPrograms(t *testing.T) {
 	}
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "program\tfault\ttimeouts (own output)\treported\tright (exact/probable)\tright (ambiguous)\tunknown\twrong\tclasses\tconfidence")
+	fmt.Fprintln(tw, "program\tfault\ttimeouts (own output)\treported\tunwaited\tright (exact/probable)\tright (ambiguous)\tunknown\twrong\tclasses\tconfidence")
 	tot := realRow{}
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", r.prog, r.fault, r.logged, r.reported, r.right, r.rightAmb, r.unknown, r.wrong, fmtCounts(r.classes), fmtCounts(r.confidence))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", r.prog, r.fault, r.logged, r.reported, r.unwaited, r.right, r.rightAmb, r.unknown, r.wrong, fmtCounts(r.classes), fmtCounts(r.confidence))
 		tot.logged += r.logged
 		tot.reported += r.reported
 		tot.right += r.right
 		tot.rightAmb += r.rightAmb
+		tot.unwaited += r.unwaited
 		tot.unknown += r.unknown
 		tot.wrong += r.wrong
 	}
-	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", tot.logged, tot.reported, tot.right, tot.rightAmb, tot.unknown, tot.wrong)
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", tot.logged, tot.reported, tot.unwaited, tot.right, tot.rightAmb, tot.unknown, tot.wrong)
 	tw.Flush()
 	t.Logf("real programs, node agent, default detail mode:\n%s", b.String())
 }
@@ -414,6 +416,12 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 			continue
 		}
 		row.reported++
+		if r.Unwaited {
+			row.unwaited++
+		}
+		if os.Getenv("TT_REALPROG_LOG") != "" {
+			t.Logf("report pid %d %s/%s, waiting_at %q (%d waiters), created_at %v", r.PID, r.Cause.Class, r.Cause.Confidence, r.WaitingAt, r.Waiters, r.CreatedAt)
+		}
 		class := string(r.Cause.Class)
 		row.classes[class]++
 		row.confidence[string(r.Cause.Confidence)]++

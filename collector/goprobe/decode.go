@@ -64,6 +64,7 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 	}
 	out.Waiters = p.waiters(&r)
 	out.WaitingAt = out.Waiting()
+	out.WaitersRead = p.waitersRead
 	return nil
 }
 

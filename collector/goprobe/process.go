@@ -83,6 +83,8 @@ type Process struct {
 	httpSites []site // inbound traceparent of net/http servers; none without net/http
 	spanSites []site // spans started below a deadline; none without the OTel SDK
 	tripSites []site // net/http client round trips: request -> connection
+	// waitersRead: the expiry probe reads who waits on the context.
+	waitersRead bool
 	otel      *gobin.OTelLayout
 	ext       extProbes // gRPC, dial and goroutine probes (grpc.go, dial.go)
 

@@ -31,7 +31,7 @@ func (p *Process) resolveWaiters(offs *godeadlineTtGoOffsets) {
 		}
 		*f.dst = uint32(off)
 	}
-	offs.HasWaiters = 1
+	offs.HasWaiters, p.waitersRead = 1, true
 	// The children map: a swiss map since Go 1.24 (the default then; a
 	// binary built with GOEXPERIMENT=noswissmap has no such type in its
 	// DWARF, and without DWARF the table says what the release's default

@@ -24,7 +24,8 @@ type targetCounts struct {
 	Met        int `json:"met"`
 }
 
-// createdRE is a creator as the deadlines target's own code sets it.
+// createdRE is a creator as the deadlines target's own code sets it, and
+// where its goroutines wait (waiting_at).
 var createdRE = regexp.MustCompile(`^main\.\w+ \(.*deadlines/main\.go:\d+\)$`)
 
 // checkDeadlines runs the deadlines target (no HTTP: a guest has no network
@@ -142,6 +143,22 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 			break
 		}
 	}
+	// Who waited, read by the cold tier at the expiry (g.sched and the
+	// frame pointers, on each architecture): a fired timer's goroutine
+	// waits on its Done, or a child's, in main. One already past when set
+	// has no waiter yet.
+	waiting := 0
+	for _, e := range evs {
+		if e.Kind != event.TimerFired {
+			continue
+		}
+		if !createdRE.MatchString(e.WaitingAt) {
+			errs = append(errs, fmt.Errorf("waiting_at %q (waiters %d), want a main.* function in deadlines/main.go", e.WaitingAt, len(e.Waiters)))
+			break
+		}
+		waiting++
+	}
+	msg += fmt.Sprintf("; waiting_at on %d fired timers", waiting)
 	if !detail {
 		if withDetail != 0 || st.CreateHits != 0 {
 			errs = append(errs, fmt.Errorf("detail fields without detail probes (%d events, %d entry hits)", withDetail, st.CreateHits))
