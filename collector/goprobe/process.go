@@ -85,8 +85,8 @@ type Process struct {
 	tripSites []site // net/http client round trips: request -> connection
 	// waitersRead: the expiry probe reads who waits on the context.
 	waitersRead bool
-	otel      *gobin.OTelLayout
-	ext       extProbes // gRPC, dial and goroutine probes (grpc.go, dial.go)
+	otel        *gobin.OTelLayout
+	ext         extProbes // gRPC, dial and goroutine probes (grpc.go, dial.go)
 
 	otelErr   error // why there is no OpenTelemetry walk
 	ctxWalk   bool  // context itabs are registered: the walk can find deadlines
