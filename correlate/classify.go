@@ -114,8 +114,48 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		notes = append(notes, listNote)
 	}
 	cause.Note = strings.Join(notes, "; ")
+	checkWaiting(&cause, d)
 	c.applyLocal(&cause, d)
 	return Report{Deadline: *d, Cause: cause}
+}
+
+// networkWaits are where a goroutine parked on a context's Done waits for
+// the network: an HTTP round trip (HTTP/1, either HTTP/2 client), a
+// connection from the pool or its dial, a gRPC stream, a TLS handshake.
+var networkWaits = []string{
+	"net/http.(*persistConn).", "net/http.(*http2ClientConn).", "net/http/internal/http2.",
+	"net/http.(*Transport).getConn", "net/http.(*Transport).dialConn", "golang.org/x/net/http2.",
+	"google.golang.org/grpc/internal/transport.", "google.golang.org/grpc.(*csAttempt)", "google.golang.org/grpc.(*clientStream)",
+	"net.(*netFD).connect", "net.(*sysDialer).", "net.(*Dialer).", "crypto/tls.(*Conn).",
+}
+
+func networkWait(at string) bool {
+	for _, p := range networkWaits {
+		if strings.HasPrefix(at, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkWaiting weighs a local verdict against where the request was
+// waiting at the expiry (waiting_at, read at the expiry). Waiting in a
+// network call, it is not local: the tracer did not see that call's
+// connection (older than the tracer, or never seen), and "local" for a
+// blackholed peer would send the engineer the wrong way, so the class is
+// unknown. Waiting elsewhere, the summary says where.
+func checkWaiting(cause *Cause, d *event.Deadline) {
+	if cause.Class != ClassLocal || d.WaitingAt == "" {
+		return
+	}
+	if networkWait(d.WaitingAt) {
+		was := cause.Summary
+		cause.Class, cause.Confidence = ClassUnknown, None
+		cause.Summary = fmt.Sprintf("the request was waiting in a network call at the expiry (%s), but the tracer saw no TCP I/O of it: its connection is not known", d.WaitingAt)
+		cause.Note = joinNote(cause.Note, "without waiting_at the verdict was local ("+was+")")
+		return
+	}
+	cause.Summary += "; waiting at " + d.WaitingAt
 }
 
 // exactCandidates examines the sockets bound to the creating goroutine.

@@ -833,3 +833,32 @@ func TestUnwaitedNote(t *testing.T) {
 		})
 	}
 }
+
+// A local verdict (no TCP I/O in the window) meets where the request was
+// waiting: in a network call it is unknown, never local; elsewhere the
+// summary names the place.
+func TestLocalAgainstWaitingAt(t *testing.T) {
+	for _, tc := range []struct {
+		waiting string
+		class   Class
+		summary string
+	}{
+		{"", ClassLocal, "waited on something local"},
+		{"main.acquire (/src/labapp/pool.go:31)", ClassLocal, "waiting at main.acquire"},
+		{"net/http.(*persistConn).roundTrip (/go/src/net/http/transport.go:2911)", ClassUnknown, "waiting in a network call"},
+	} {
+		sc := newScenario("t", "")
+		b := sc.conn(0xc101, 10, "app", "10.0.0.1:52100", "10.0.0.2:8080", 90*time.Microsecond)
+		b.handshake(0, 0)
+		b.act(0.2, 160, true)
+		sc.deadline(10, "app", 2000, 250, 161, "main.acquire (/src/labapp/pool.go:31)", func(d *event.Deadline) {
+			if tc.waiting != "" {
+				d.WaitersRead, d.Waiters, d.WaitingAt = true, []event.Waiter{{Goid: 161, At: tc.waiting}}, tc.waiting
+			}
+		})
+		r := one(t, sc)
+		if r.Cause.Class != tc.class || !strings.Contains(r.Cause.Summary, tc.summary) {
+			t.Errorf("waiting %q: %s %q, want %s with %q", tc.waiting, r.Cause.Class, r.Cause.Summary, tc.class, tc.summary)
+		}
+	}
+}
