@@ -103,7 +103,7 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		notes = append(notes, cause.Note)
 	}
 	if d.Unwaited() {
-		notes = append(notes, "nobody was waiting on the context when its timer fired (no goroutine parked on its Done channel or its children's): it stopped no blocked call, and another deadline of the same call may be the one that did")
+		notes = append(notes, "nobody was waiting on the context when its timer fired (no goroutine parked on its Done channel, no child context): it stopped no blocked call, and another deadline of the same call may be the one that did")
 	}
 	if d.Cancelled {
 		notes = append(notes, "the program had cancelled the context when its timer fired, after the deadline: the call saw the deadline first (a socket deadline set from the context) and returned")

@@ -161,6 +161,13 @@ func TestConnectionClass(t *testing.T) {
 			c.tcp(900, event.TCPRTO, rto(1632*time.Millisecond, 3))
 			c.act(1000, 0, true)
 		}, ClassRTO},
+		// The cancellation's close at the end of the window is the last
+		// record before hi: the RTO before the window still counts
+		// (vegeta over HTTP/2, its connection closed after the expiries).
+		{"rto in backoff, closed at the expiry", func(c *conn) {
+			c.tcp(100, event.TCPRTO, rto(1632*time.Millisecond, 3))
+			c.tcp(1501, event.TCPClosing, state(finWait1))
+		}, ClassRTO},
 		{"rto in backoff, then a receive", func(c *conn) {
 			c.tcp(100, event.TCPRTO, rto(1632*time.Millisecond, 3))
 			c.act(800, 0, false)
@@ -819,6 +826,7 @@ func TestUnwaitedNote(t *testing.T) {
 			d.WaitersRead, d.Waiters = true, []event.Waiter{{Goid: 5, At: at}}
 		}, false},
 		{"not read", func(d *event.Deadline) {}, false},
+		{"cancelled by the program first", func(d *event.Deadline) { d.WaitersRead, d.Cancelled = true, true }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := newScenario("t", "")

@@ -51,6 +51,7 @@ type evidence struct {
 	connectAt uint64  // its connect in the window (0: not seen)
 	snap      *tcpRec // last record at or before hi with an RTT snapshot
 	state     *tcpRec // last record at or before hi
+	before    *tcpRec // last record before the window
 
 	class Class
 	why   string // for ClassUnknown
@@ -67,7 +68,7 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 	e := c.newEvidence()
 	e.s, e.cookie, e.addrs, e.via = s, s.cookie, &c.addrs[i], via
 	// Newest first, stopping once past the window with the snapshots
-	// found: the history is in arrival order, which is time order up to
+	// and the last record before the window found: the history is in arrival order, which is time order up to
 	// late events, and those are at most about a grace window late.
 	late := uint64(c.cfg.Grace)
 	var localClose, end uint64 // first close by this side, first end, in the window
@@ -77,7 +78,7 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		if r.mono > sp.hi {
 			continue
 		}
-		if r.mono+late < sp.lo && e.snap != nil && e.state != nil {
+		if r.mono+late < sp.lo && e.snap != nil && e.state != nil && e.before != nil {
 			break
 		}
 		// The latest record, the later arrival on a tie.
@@ -90,6 +91,9 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 			e.state = r
 		}
 		if r.mono < sp.lo {
+			if e.before == nil || r.mono > e.before.mono {
+				e.before = r
+			}
 			continue
 		}
 		e.note(r.mono)
@@ -201,14 +205,16 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		}
 	}
 	slices.SortStableFunc(e.rtos, func(a, b rtoAt) int { return cmp.Compare(a.mono, b.mono) })
-	if e.state != nil && e.state.kind == event.TCPRTO && e.state.mono < sp.lo && e.n[event.TCPRTO] == 0 && inBackoff(s, e.state, sp, res) {
+	if e.before != nil && e.before.kind == event.TCPRTO && e.n[event.TCPRTO] == 0 && inBackoff(s, e.before, sp, res) {
 		// In RTO backoff when the window began, its timer still pending:
 		// the connection was dead for the whole life, though its next
 		// retransmit came after it (vegeta over HTTP/2, every request on
 		// one connection to a blackholed server: the last requests' windows
 		// fell between the 1.6 s and 3.2 s backoffs and read slow_peer, "no
-		// retransmits"). That RTO is the evidence, listed and counted.
-		r := e.state
+		// retransmits"). That RTO is the evidence, listed and counted. The
+		// window's own events (the cancellation's close at its end) do not
+		// hide it: the last record before the window is the RTO.
+		r := e.before
 		e.evs = append(e.evs, r)
 		e.n[r.kind]++
 		e.rtos = append(e.rtos, rtoAt{mono: r.mono, rtoMs: int64(r.rtoUs+500) / 1000})

@@ -73,12 +73,18 @@ type Deadline struct {
 }
 
 // Unwaited reports whether d's timer fired with nobody parked on its Done
-// channel or its children's, while they could be read: an idle deadline
+// channel and no child context below it, while they could be read: an idle deadline
 // (a dial's, kept until the program exits) expiring beside the one that
 // stopped the call (grpc_health_probe, otel-cli: two reports per timeout,
 // one of them unwaited).
 func (d *Deadline) Unwaited() bool {
-	return d.WaitersRead && d.Kind == TimerFired && len(d.Waiters) == 0
+	// A context the program had cancelled already (http.Client.Timeout's
+	// own timer goroutine cancels it as the context's timer fires) has
+	// released its waiters: its waiters are not read.
+	// Only a context with no children: the probe reads one level of them,
+	// and a call can wait deeper (grpcurl's RPC waits two contexts below
+	// its -max-time deadline).
+	return d.WaitersRead && d.Kind == TimerFired && !d.Cancelled && d.Children == 0 && len(d.Waiters) == 0
 }
 
 // Waiter is one goroutine parked on an expiring context's Done channel.
