@@ -178,6 +178,10 @@ static __always_inline void read_chan_waiters(struct tt_go_event *e, __u64 c, co
 		__u32 i = e->waiters;
 		if (!sg || i >= TT_GO_WAITERS)
 			break;
+		/* For kernel 6.1's verifier, which loses the bound of an index read
+		 * back from the event: a mask the compiler cannot drop as redundant. */
+		asm volatile("" : "+r"(i));
+		i &= TT_GO_WAITERS - 1;
 		__u64 g = read_u64(sg + off->sudog_g);
 		if (!g)
 			break;

@@ -62,7 +62,7 @@ type Deadline struct {
 	// Waiters are the goroutines parked on the context's Done channel when
 	// its timer fired (a receive or a select on it: the request waiting for
 	// its answer, a dial, a pool), read at the expiry with no detail probe;
-	// at most three. WaitingAt is where the request was waiting: the
+	// at most four. WaitingAt is where the request was waiting: the
 	// waiter that set the deadline when that is known, else the first.
 	Waiters   []Waiter
 	WaitingAt string // "function (file:line)"; empty when nobody waited on Done, or it could not be read

@@ -43,7 +43,7 @@ type TimeoutJSON struct {
 	WaitingAt    string   `json:"waiting_at,omitempty"`
 	WaitingGoid  uint64   `json:"waiting_goroutine,omitempty"`
 	WaitingStack []string `json:"waiting_stack,omitempty"`
-	Waiters      int      `json:"waiters,omitempty"` // goroutines parked on Done (at most 3 read)
+	Waiters      int      `json:"waiters,omitempty"` // goroutines parked on Done (at most 4 read)
 	// Unwaited: the timer fired with nobody waiting on the context (read,
 	// not unknown): it stopped no blocked call (an idle dial deadline
 	// beside the call's own, say).

@@ -204,7 +204,9 @@ enum tt_go_hit {
 	TT_GO_HIT_MAX = 15,
 };
 
-#define TT_GO_WAITERS 3
+/* A power of two: the probe masks its index with it (kernel 6.1's verifier
+ * loses the bound of an index read back from the event). */
+#define TT_GO_WAITERS 4
 #define TT_GO_WAIT_STACK 12
 
 struct tt_go_event {

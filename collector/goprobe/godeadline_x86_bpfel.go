@@ -91,8 +91,8 @@ type godeadlineTtGoEvent struct {
 	TraceparentSrc uint8
 	Waiters        uint8
 	Pad2           [6]uint8
-	WaiterGoid     [3]uint64
-	WaiterPcs      [3][12]uint64
+	WaiterGoid     [4]uint64
+	WaiterPcs      [4][12]uint64
 }
 
 type godeadlineTtGoExpiry uint32
