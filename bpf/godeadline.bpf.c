@@ -23,6 +23,7 @@
 #include "go_event.h"
 #include "go_maps.h"
 #include "go_ctx.h"
+#include "go_conn.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -168,7 +169,8 @@ int go_span_start_ret(struct pt_regs *ctx)
  * (g.sched.pc, in gopark) and the return addresses up Go's frame pointers
  * from g.sched.bp. A Done channel never asked for (nil) has no waiters.
  */
-static __always_inline void read_chan_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off)
+static __always_inline void read_chan_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off,
+					      const struct tt_go_conn_layout *cl)
 {
 	__u64 ch = read_u64(c + off->cancelctx_done + 8);
 	if (!ch)
@@ -191,8 +193,31 @@ static __always_inline void read_chan_waiters(struct tt_go_event *e, __u64 c, co
 		for (int j = 1; j < TT_GO_WAIT_STACK; j++) {
 			if (!fp)
 				break;
-			e->waiter_pcs[i][j] = read_u64(fp + 8);
-			fp = read_u64(fp);
+			__u64 pc = read_u64(fp + 8);
+			e->waiter_pcs[i][j] = pc;
+			fp = read_u64(fp); /* the frame pointer of pc's function */
+			if (!cl || e->waiter_frame[i])
+				continue;
+#pragma unroll
+			for (int k = 0; k < TT_WAIT_FRAMES; k++) {
+				if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
+					/* Its first argument's spill slot, in its caller's
+					 * frame: 16 bytes above its frame pointer on amd64
+					 * (saved frame pointer, return address); on arm64 16
+					 * above the caller's (the caller's saved link
+					 * register sits at its stack pointer, 8 above its
+					 * frame pointer). Kept in waiter_cookie until
+					 * resolve_waiter_conns replaces it. */
+#if GO_HAS_LR
+					__u64 argp = read_u64(fp) + 16;
+#else
+					__u64 argp = fp + 16;
+#endif
+					e->waiter_cookie[i] = read_u64(argp);
+					e->waiter_fd[i] = k;
+					e->waiter_frame[i] = j + 1;
+				}
+			}
 		}
 		e->waiters = i + 1;
 		sg = read_u64(sg + off->sudog_next);
@@ -205,9 +230,10 @@ static __always_inline void read_chan_waiters(struct tt_go_event *e, __u64 c, co
  * cancelCtx of its own below the request's; each canceler's cancelCtx is
  * first in it), for a children map small enough to be one group.
  */
-static __always_inline void read_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off)
+static __always_inline void read_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off,
+					 const struct tt_go_conn_layout *cl)
 {
-	read_chan_waiters(e, c, off);
+	read_chan_waiters(e, c, off, cl);
 	if (!off->has_children || e->waiters >= TT_GO_WAITERS)
 		return;
 	__u64 m = read_u64(c + off->cancelctx_children);
@@ -224,7 +250,40 @@ static __always_inline void read_waiters(struct tt_go_event *e, __u64 c, const s
 			continue; /* empty or deleted */
 		__u64 child = read_u64(grp + 8 + 16 * s + 8);
 		if (child)
-			read_chan_waiters(e, child, off);
+			read_chan_waiters(e, child, off, cl);
+	}
+}
+
+/*
+ * resolve_waiter_conns turns each waiting frame's receiver (left in
+ * waiter_cookie by read_chan_waiters, with the frame's kind in waiter_fd)
+ * into the connection it holds: the net.Conn wait_conn bytes in, its
+ * descriptor, its socket's cookie. The expiry runs on the timer's thread,
+ * which shares the process's file table. A receiver whose connection is
+ * not a TCP connection the layout can see through gets fd -1, cookie 0.
+ */
+static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const struct tt_go_offsets *off,
+						 const struct tt_go_conn_layout *cl)
+{
+	for (int i = 0; i < TT_GO_WAITERS; i++) {
+		if (!e->waiter_frame[i]) {
+			e->waiter_fd[i] = -1;
+			continue;
+		}
+		__u32 k = (__u32)e->waiter_fd[i];
+		asm volatile("" : "+r"(k));
+		k &= TT_WAIT_FRAMES - 1;
+		__u64 recv = e->waiter_cookie[i];
+		e->waiter_cookie[i] = 0;
+		e->waiter_fd[i] = -1;
+		if (!recv)
+			continue;
+		__u64 at = recv + cl->wait_conn[k];
+		__s64 fd = tcpconn_fd(read_u64(at), read_u64(at + 8), off->tcpconn_itab, off->conn_fd, off->netfd_sysfd, cl);
+		if (fd < 0)
+			continue;
+		e->waiter_fd[i] = (__s32)fd;
+		e->waiter_cookie[i] = fd_cookie(fd);
 	}
 }
 
@@ -275,8 +334,18 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 	__u64 children = read_u64(c + off->cancelctx_children);
 	if (children)
 		e->children = read_u64(children);
-	if (off->has_waiters && kind == TT_GO_TIMER_FIRED)
-		read_waiters(e, c, off);
+	if (off->has_waiters && kind == TT_GO_TIMER_FIRED) {
+		const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
+		read_waiters(e, c, off, cl);
+		if (cl)
+			resolve_waiter_conns(e, off, cl);
+		else
+			for (int i = 0; i < TT_GO_WAITERS; i++)
+				e->waiter_fd[i] = -1;
+	} else {
+		for (int i = 0; i < TT_GO_WAITERS; i++)
+			e->waiter_fd[i] = -1;
+	}
 
 	/* A fired timer's creation was recorded at WithDeadlineCause's return;
 	 * an already-past deadline expires before that return, while its

@@ -59,7 +59,16 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		notes = append(notes, winNote)
 	}
 	var cands []*evidence
+	waitCands, waitNote := c.waitCandidates(d, sp)
+	if waitNote != "" {
+		notes = append(notes, waitNote)
+	}
 	switch {
+	case len(waitCands) > 0:
+		cands = waitCands
+		c.decideExact(&cause, cands, d)
+		cause.Note = fmt.Sprintf("bound at the expiry: %s of pid %d waited on %s (%s)",
+			plural(boundWaiters(d), "goroutine", "goroutines"), d.PID, plural(len(cands), "connection", "connections"), waitFrames(d))
 	case d.Detail && d.CreatedGoid != 0 && !w.Approximate:
 		cands = c.exactCandidates(d, sp)
 		if len(cands) > 0 {
@@ -99,6 +108,7 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		cands = c.processCandidates(d, sp)
 		c.decideProcess(&cause, cands, d, w)
 	}
+	dialWaiting(&cause, d)
 	if cause.Note != "" {
 		notes = append(notes, cause.Note)
 	}
@@ -129,6 +139,26 @@ var networkWaits = []string{
 	"net.(*netFD).connect", "net.(*sysDialer).", "net.(*Dialer).", "crypto/tls.(*Conn).",
 }
 
+// dialWaits are where a request waits for a connection to be made: net/http's
+// pool, which hands a waiting request the first connection any of its dials
+// to the host delivers (or one put back idle), and a dial of its own.
+var dialWaits = []string{"net/http.(*Transport).getConn", "net/http.(*Transport).queueForDial", "net.(*netFD).connect", "net.(*sysDialer).", "net.(*Dialer)."}
+
+// dialWaiting weighs the process-wide guess against a request waiting for
+// a connection at the expiry (waiting_at): when every connect of the
+// process in the window that shows anything is in SYN retries, those are
+// the connects it waited on, whichever would have served it, so the
+// agreement is probable, not ambiguous. (A request waiting for the pool
+// because every connection is busy with slow calls sees healthy
+// connections beside the connects: that stays ambiguous.)
+func dialWaiting(cause *Cause, d *event.Deadline) {
+	if cause.Confidence != Ambiguous || cause.Class != ClassSynTimeout || !slices.ContainsFunc(dialWaits, func(p string) bool { return strings.HasPrefix(d.WaitingAt, p) }) {
+		return
+	}
+	cause.Confidence = Probable
+	cause.Note = joinNote(cause.Note, "the request was waiting for a connection at the expiry ("+d.WaitingAt+"), which the first of the process's connects to deliver would have served: they all showed unanswered SYNs")
+}
+
 func networkWait(at string) bool {
 	for _, p := range networkWaits {
 		if strings.HasPrefix(at, p) {
@@ -156,6 +186,79 @@ func checkWaiting(cause *Cause, d *event.Deadline) {
 		return
 	}
 	cause.Summary += "; waiting at " + d.WaitingAt
+}
+
+// waitCandidates examines the connections the context's waiters waited
+// on at the expiry (read from their waiting frames, event.Waiter.Conn).
+// That binding needs no detail probe and holds from the first expiry: it is
+// the connection the request was blocked on when its time ran out, so it
+// comes before the creating goroutine's bindings (a retried request's
+// earlier connection is not what it waited on). A connection the tables do
+// not hold is left out, said in the note; with none left, the other rules
+// decide.
+func (c *Correlator) waitCandidates(d *event.Deadline, sp span) ([]*evidence, string) {
+	conns := d.WaitConns()
+	if len(conns) == 0 {
+		return nil, ""
+	}
+	out := c.cands[:0]
+	missing := 0
+	for _, cookie := range conns {
+		i, ok := c.sockByCookie.get(cookie)
+		if !ok {
+			missing++
+			continue
+		}
+		out = append(out, c.examine(i, sp, "waiting:"+waitFrameOf(d, cookie)))
+	}
+	c.sortEvidence(out)
+	c.cands = out
+	if missing == 0 {
+		return out, ""
+	}
+	return out, fmt.Sprintf("%s the request waited on at the expiry %s no record in the correlator's tables (no kernel event seen, or dropped: see stats)",
+		plural(missing, "connection", "connections"), map[bool]string{true: "has", false: "have"}[missing == 1])
+}
+
+// waitFrameOf is the waiting frame that named connection cookie.
+func waitFrameOf(d *event.Deadline, cookie uint64) string {
+	for _, w := range d.Waiters {
+		if w.Conn == cookie {
+			return shortFunc(w.ConnFrame)
+		}
+	}
+	return ""
+}
+
+// boundWaiters counts d's waiters bound to a connection.
+func boundWaiters(d *event.Deadline) int {
+	n := 0
+	for _, w := range d.Waiters {
+		if w.Conn != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFrames lists the waiting frames that bound d, each once.
+func waitFrames(d *event.Deadline) string {
+	var fs []string
+	for _, w := range d.Waiters {
+		if f := shortFunc(w.ConnFrame); w.Conn != 0 && !slices.Contains(fs, f) {
+			fs = append(fs, f)
+		}
+	}
+	return strings.Join(fs, ", ")
+}
+
+// shortFunc drops the package path of a function name:
+// "net/http.(*persistConn).roundTrip" is "http.(*persistConn).roundTrip".
+func shortFunc(f string) string {
+	if i := strings.LastIndexByte(f, '/'); i >= 0 {
+		return f[i+1:]
+	}
+	return f
 }
 
 // exactCandidates examines the sockets bound to the creating goroutine.

@@ -636,6 +636,31 @@ func TestWeakCandidatesDoNotOutvoteTrouble(t *testing.T) {
 		t.Errorf("a slow backend beside a blackholed one: %s/%s: %s", rs[0].Cause.Class, rs[0].Cause.Confidence, rs[0].Cause.Summary)
 	}
 
+	// Waiting for a connection at the expiry (net/http's pool): the
+	// connects in SYN retries are the ones it waited on, probable; not
+	// with the slow backend beside them.
+	getConn := func(d *event.Deadline) {
+		d.WaitersRead, d.WaitingAt = true, "net/http.(*Transport).getConn (/go/src/net/http/transport.go:1552)"
+		d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt}}
+	}
+	sc := build(nil)
+	getConn(sc.evs[len(sc.evs)-1].(*event.Deadline))
+	rs, _ = run(t, Config{}, sc)
+	expect(t, rs[0], ClassSynTimeout, Probable)
+	if !strings.Contains(rs[0].Cause.Note, "waiting for a connection at the expiry") {
+		t.Errorf("note %q", rs[0].Cause.Note)
+	}
+	sc = build(func(sc *scenario) {
+		s := sc.conn(40, 10, "app", "10.0.0.1:4000", "10.0.0.3:80", 100*time.Microsecond)
+		s.handshake(0, 0)
+		s.act(8150, 0, true)
+	})
+	getConn(sc.evs[len(sc.evs)-1].(*event.Deadline))
+	rs, _ = run(t, Config{}, sc)
+	if rs[0].Cause.Class != ClassUnknown {
+		t.Errorf("waiting for a connection, a slow backend beside a blackholed one: %s/%s: %s", rs[0].Cause.Class, rs[0].Cause.Confidence, rs[0].Cause.Summary)
+	}
+
 	// A pooled connection to the same peer that did I/O after the trouble
 	// began: not weak either.
 	rs, _ = run(t, Config{}, build(func(sc *scenario) {
@@ -868,5 +893,45 @@ func TestLocalAgainstWaitingAt(t *testing.T) {
 		if r.Cause.Class != tc.class || !strings.Contains(r.Cause.Summary, tc.summary) {
 			t.Errorf("waiting %q: %s %q, want %s with %q", tc.waiting, r.Cause.Class, r.Cause.Summary, tc.class, tc.summary)
 		}
+	}
+}
+
+// A request bound at its expiry to the connection its waiting frame names
+// (no detail probe: the creation was not seen) gets that connection's
+// class, exact, whatever the process's other connections show: the slow
+// request beside a blackholed connection is slow_peer, the request on the
+// blackholed one rto. A connection the tables do not hold binds nothing:
+// the process-wide rules decide, and the note says so.
+func TestBoundAtTheExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		conn   uint64
+		class  Class
+		conf   Confidence
+		noteIn string
+	}{
+		{"slow request beside a blackhole", 2, ClassSlowPeer, Exact, "bound at the expiry: 1 goroutine of pid 10 waited on 1 connection (http.(*persistConn).roundTrip)"},
+		{"request on the blackholed connection", 1, ClassRTO, Exact, "bound at the expiry"},
+		{"connection not in the tables", 99, ClassUnknown, Ambiguous, "1 connection the request waited on at the expiry has no record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScenario("t", "")
+			bh := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+			bh.handshake(0, 0)
+			bh.act(8000, 0, true)
+			bh.blackhole(8000, 9600)
+			slow := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.3:80", 100*time.Microsecond)
+			slow.handshake(0, 0)
+			slow.act(8100, 0, true)
+			sc.deadline(10, "app", 8100, 1500, 0, "", noDetail(), func(d *event.Deadline) {
+				d.WaitersRead, d.WaitingAt = true, "net/http.(*persistConn).roundTrip (/go/src/net/http/transport.go:2911)"
+				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: tc.conn, ConnFrame: "net/http.(*persistConn).roundTrip"}}
+			})
+			r := one(t, sc)
+			expect(t, r, tc.class, tc.conf)
+			if !strings.Contains(r.Cause.Note, tc.noteIn) {
+				t.Errorf("note %q, want %q in it", r.Cause.Note, tc.noteIn)
+			}
+		})
 	}
 }

@@ -1,6 +1,9 @@
 package event
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // ExpiryKind says how a Go context deadline expired.
 type ExpiryKind uint8
@@ -92,6 +95,25 @@ type Waiter struct {
 	Goid  uint64
 	At    string   // its first frame outside the runtime: "function (file:line)"
 	Stack []string // its frames, innermost first (runtime.gopark first)
+	// The connection it waited on, read at the expiry from a waiting
+	// frame in its stack (net/http's persistConn.roundTrip or readLoop,
+	// an HTTP/2 client's roundTrip: their first argument holds it): the
+	// socket's cookie, 0 when none was read or the socket had none yet;
+	// ConnFrame is that function, empty when no such frame was found.
+	Conn      uint64
+	ConnFrame string
+}
+
+// WaitConns are the connections d's waiters waited on, read at the
+// expiry (Waiter.Conn), each once, in the waiters' order.
+func (d *Deadline) WaitConns() []uint64 {
+	var out []uint64
+	for _, w := range d.Waiters {
+		if w.Conn != 0 && !slices.Contains(out, w.Conn) {
+			out = append(out, w.Conn)
+		}
+	}
+	return out
 }
 
 // Waiting picks WaitingAt from the waiters: the deadline's creator's,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/timeout-tracer/tracer/correlate"
@@ -44,6 +45,12 @@ type TimeoutJSON struct {
 	WaitingGoid  uint64   `json:"waiting_goroutine,omitempty"`
 	WaitingStack []string `json:"waiting_stack,omitempty"`
 	Waiters      int      `json:"waiters,omitempty"` // goroutines parked on Done (at most 4 read)
+	// The connections the waiters waited on, read at the expiry from a
+	// frame of their stacks that holds one (socket cookies, as in
+	// cause.connections[].cookie), and those frames: what binds a request to its
+	// connection without the detail tier.
+	WaitingConns  []uint64 `json:"waiting_conns,omitempty"`
+	WaitingFrames []string `json:"waiting_frames,omitempty"`
 	// Unwaited: the timer fired with nobody waiting on the context (read,
 	// not unknown): it stopped no blocked call (an idle dial deadline
 	// beside the call's own, say).
@@ -91,6 +98,16 @@ func NewTimeoutJSON(d *event.Deadline) TimeoutJSON {
 			if w.At == d.WaitingAt {
 				j.WaitingGoid, j.WaitingStack = w.Goid, w.Stack
 				break
+			}
+		}
+	}
+	for _, w := range d.Waiters {
+		if w.Conn != 0 {
+			if !slices.Contains(j.WaitingConns, w.Conn) {
+				j.WaitingConns = append(j.WaitingConns, w.Conn)
+			}
+			if !slices.Contains(j.WaitingFrames, w.ConnFrame) {
+				j.WaitingFrames = append(j.WaitingFrames, w.ConnFrame)
 			}
 		}
 	}

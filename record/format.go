@@ -130,6 +130,9 @@ type waiter struct {
 	Goid  uint64   `json:"goid,omitempty"`
 	At    string   `json:"at,omitempty"`
 	Stack []string `json:"stack,omitempty"`
+	// The connection it waited on (a socket cookie) and the frame that named it.
+	Conn      uint64 `json:"conn,omitempty"`
+	ConnFrame string `json:"conn_frame,omitempty"`
 }
 
 // toLine fills l (reset by the caller) from an event.
@@ -163,7 +166,7 @@ func toLine(ev event.Any, l *line) error {
 			CreatedStack: e.CreatedStack, CreatedGoid: e.CreatedGoid, WaitingAt: e.WaitingAt, WaitersRead: e.WaitersRead,
 		}
 		for _, w := range e.Waiters {
-			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack})
+			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame})
 		}
 		if e.Kind != 0 {
 			l.Kind = e.Kind.String()
@@ -257,7 +260,7 @@ func fromLine(l *line) (event.Any, error) {
 			CreatedStack: l.CreatedStack, CreatedGoid: l.CreatedGoid, WaitingAt: l.WaitingAt, WaitersRead: l.WaitersRead,
 		}
 		for _, w := range l.Waiters {
-			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack})
+			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame})
 		}
 		var err error
 		e.Kind, err = parseExpiry(l.Kind)

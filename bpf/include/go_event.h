@@ -59,6 +59,7 @@ struct tt_go_offsets {
  * Absent for a process: plain TCP only, no HTTP/2 round trips.
  */
 #define TT_CONN_WRAPPERS 2
+#define TT_WAIT_FRAMES 4
 struct tt_go_conn_layout {
 	__u64 wrap_itab[TT_CONN_WRAPPERS];  /* a wrapper's itab as a net.Conn (runtime address), 0: none */
 	__u32 wrap_inner[TT_CONN_WRAPPERS]; /* the wrapped net.Conn's offset in it */
@@ -67,6 +68,16 @@ struct tt_go_conn_layout {
 	 * [1] golang.org/x/net/http2.ClientConn. */
 	__u32 h2_tconn[2];   /* the client connection's tconn (a net.Conn) */
 	__u32 h2_req_ctx[2]; /* the request's context: http.Request.ctx, or ClientRequest.Context (Go 1.27) */
+	/* Waiting frames: functions [wait_lo, wait_hi) (runtime addresses)
+	 * whose frame, in the stack of a goroutine parked on an expiring
+	 * context, names the connection the goroutine waits on: the
+	 * function's first argument (a pointer, read from its register spill
+	 * slot in the caller's frame) holds a net.Conn wait_conn bytes in.
+	 * net/http's persistConn.roundTrip and readLoop, the HTTP/2 clients'
+	 * roundTrip. wait_lo 0: unused. */
+	__u64 wait_lo[TT_WAIT_FRAMES];
+	__u64 wait_hi[TT_WAIT_FRAMES];
+	__u32 wait_conn[TT_WAIT_FRAMES];
 };
 
 /* How a goroutine was bound to a socket. */
@@ -239,6 +250,14 @@ struct tt_go_event {
 	 * pc first, then return addresses up the frame pointers. */
 	__u64 waiter_goid[TT_GO_WAITERS];
 	__u64 waiter_pcs[TT_GO_WAITERS][TT_GO_WAIT_STACK];
+	/* Each waiter's connection, from the first waiting frame in its stack
+	 * (struct tt_go_conn_layout): the socket's cookie (0: none generated
+	 * yet, or not found), its descriptor (-1: none), and the frame:
+	 * 1 + its index in waiter_pcs (0: no waiting frame). */
+	__u64 waiter_cookie[TT_GO_WAITERS];
+	__s32 waiter_fd[TT_GO_WAITERS];
+	__u8 waiter_frame[TT_GO_WAITERS];
+	__u8 _pad3[4];
 };
 
 #endif

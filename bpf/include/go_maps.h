@@ -130,4 +130,15 @@ struct {
 	__type(value, struct traceparent);
 } grpc_tp SEC(".maps");
 
+/* Connection layout of each traced process (see struct tt_go_conn_layout):
+ * the outbound calls' probes and the expiry probe's waiting frames. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct tt_go_conn_layout);
+} go_conns SEC(".maps");
+
+const struct tt_go_conn_layout *unused_go_conn_layout __attribute__((unused));
+
 #endif /* TT_GO_MAPS_H */

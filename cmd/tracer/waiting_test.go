@@ -9,14 +9,17 @@ import (
 // request path), every report says where the request was waiting when its
 // deadline expired, read at the expiry from the goroutines parked on the
 // context's Done channel: net/http's round trip for an HTTP client, the
-// gRPC stream's read for a gRPC one.
+// gRPC stream's read for a gRPC one. The HTTP round trip's frame names its
+// connection too, so each report is bound to it, exact, from the first
+// expiry with no detail probe.
 func TestWaitingAt(t *testing.T) {
 	requireGoTracing(t)
 	for _, tc := range []struct {
 		proto, server, want string
+		bound              bool // every report bound at the expiry (waiting_conns), exact slow_peer
 	}{
-		{"http", "http-server", "net/http.(*persistConn).roundTrip"},
-		{"grpc", "grpc-server", "google.golang.org/grpc"},
+		{"http", "http-server", "net/http.(*persistConn).roundTrip", true},
+		{"grpc", "grpc-server", "google.golang.org/grpc", false},
 	} {
 		t.Run(tc.proto, func(t *testing.T) {
 			server := []string{tc.server, "-addr", ":8080", "-delay", "400ms"}
@@ -31,6 +34,14 @@ func TestWaitingAt(t *testing.T) {
 			for _, r := range run.reports {
 				if !strings.HasPrefix(r.WaitingAt, tc.want) {
 					t.Errorf("waiting_at %q (goroutine %d, %d waiters, stack %q), want %s…", r.WaitingAt, r.WaitingGoid, r.Waiters, r.WaitingStack, tc.want)
+				}
+				if !tc.bound {
+					continue
+				}
+				// The slow server answers on a healthy connection: the one
+				// the round trip waited on, read at the expiry.
+				if len(r.WaitingConns) != 1 || r.Cause == nil || r.Cause.Class != "slow_peer" || r.Cause.Confidence != "exact" {
+					t.Errorf("waiting_conns %v (frames %v), cause %s, want one connection, slow_peer/exact", r.WaitingConns, r.WaitingFrames, jsonOf(r.Cause))
 				}
 			}
 			t.Logf("waiting_at %s; stack %q", run.reports[0].WaitingAt, run.reports[0].WaitingStack)

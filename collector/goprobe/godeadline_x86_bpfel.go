@@ -58,6 +58,17 @@ type godeadlineTraceparent struct {
 	Src uint8
 }
 
+type godeadlineTtGoConnLayout struct {
+	_         structs.HostLayout
+	WrapItab  [2]uint64
+	WrapInner [2]uint32
+	H2Tconn   [2]uint32
+	H2ReqCtx  [2]uint32
+	WaitLo    [4]uint64
+	WaitHi    [4]uint64
+	WaitConn  [4]uint32
+}
+
 type godeadlineTtGoCtxItab struct {
 	_         structs.HostLayout
 	ParentOff uint32
@@ -93,6 +104,10 @@ type godeadlineTtGoEvent struct {
 	Pad2           [6]uint8
 	WaiterGoid     [4]uint64
 	WaiterPcs      [4][12]uint64
+	WaiterCookie   [4]uint64
+	WaiterFd       [4]int32
+	WaiterFrame    [4]uint8
+	Pad3           [4]uint8
 }
 
 type godeadlineTtGoExpiry uint32
@@ -226,6 +241,7 @@ const (
 	godeadlineMapChildSpans           = "child_spans"
 	godeadlineMapCreating             = "creating"
 	godeadlineMapDeadlines            = "deadlines"
+	godeadlineMapGoConns              = "go_conns"
 	godeadlineMapGoCtxItabs           = "go_ctx_itabs"
 	godeadlineMapGoEvents             = "go_events"
 	godeadlineMapGoGrpc               = "go_grpc"
@@ -240,6 +256,7 @@ const (
 	godeadlineProgGoSpanStartRet      = "go_span_start_ret"
 	godeadlineProgGoTimerFired        = "go_timer_fired"
 	godeadlineVarUnusedCreation       = "unused_creation"
+	godeadlineVarUnusedGoConnLayout   = "unused_go_conn_layout"
 	godeadlineVarUnusedGoCtxItab      = "unused_go_ctx_itab"
 	godeadlineVarUnusedGoEvent        = "unused_go_event"
 	godeadlineVarUnusedGoExpiry       = "unused_go_expiry"
@@ -310,6 +327,7 @@ type godeadlineMapSpecs struct {
 	ChildSpans  *ebpf.MapSpec `ebpf:"child_spans"`
 	Creating    *ebpf.MapSpec `ebpf:"creating"`
 	Deadlines   *ebpf.MapSpec `ebpf:"deadlines"`
+	GoConns     *ebpf.MapSpec `ebpf:"go_conns"`
 	GoCtxItabs  *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
 	GoEvents    *ebpf.MapSpec `ebpf:"go_events"`
 	GoGrpc      *ebpf.MapSpec `ebpf:"go_grpc"`
@@ -325,6 +343,7 @@ type godeadlineMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineVariableSpecs struct {
 	UnusedCreation      *ebpf.VariableSpec `ebpf:"unused_creation"`
+	UnusedGoConnLayout  *ebpf.VariableSpec `ebpf:"unused_go_conn_layout"`
 	UnusedGoCtxItab     *ebpf.VariableSpec `ebpf:"unused_go_ctx_itab"`
 	UnusedGoEvent       *ebpf.VariableSpec `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.VariableSpec `ebpf:"unused_go_expiry"`
@@ -362,6 +381,7 @@ type godeadlineMaps struct {
 	ChildSpans  *ebpf.Map `ebpf:"child_spans"`
 	Creating    *ebpf.Map `ebpf:"creating"`
 	Deadlines   *ebpf.Map `ebpf:"deadlines"`
+	GoConns     *ebpf.Map `ebpf:"go_conns"`
 	GoCtxItabs  *ebpf.Map `ebpf:"go_ctx_itabs"`
 	GoEvents    *ebpf.Map `ebpf:"go_events"`
 	GoGrpc      *ebpf.Map `ebpf:"go_grpc"`
@@ -377,6 +397,7 @@ func (m *godeadlineMaps) Close() error {
 		m.ChildSpans,
 		m.Creating,
 		m.Deadlines,
+		m.GoConns,
 		m.GoCtxItabs,
 		m.GoEvents,
 		m.GoGrpc,
@@ -393,6 +414,7 @@ func (m *godeadlineMaps) Close() error {
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlineVariables struct {
 	UnusedCreation      *ebpf.Variable `ebpf:"unused_creation"`
+	UnusedGoConnLayout  *ebpf.Variable `ebpf:"unused_go_conn_layout"`
 	UnusedGoCtxItab     *ebpf.Variable `ebpf:"unused_go_ctx_itab"`
 	UnusedGoEvent       *ebpf.Variable `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.Variable `ebpf:"unused_go_expiry"`

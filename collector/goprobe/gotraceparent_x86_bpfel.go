@@ -45,6 +45,17 @@ type gotraceparentTraceparent struct {
 	Src uint8
 }
 
+type gotraceparentTtGoConnLayout struct {
+	_         structs.HostLayout
+	WrapItab  [2]uint64
+	WrapInner [2]uint32
+	H2Tconn   [2]uint32
+	H2ReqCtx  [2]uint32
+	WaitLo    [4]uint64
+	WaitHi    [4]uint64
+	WaitConn  [4]uint32
+}
+
 type gotraceparentTtGoCtxItab struct {
 	_         structs.HostLayout
 	ParentOff uint32
@@ -123,20 +134,22 @@ type gotraceparentTtGoSpanType struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	gotraceparentMapDeadlines       = "deadlines"
-	gotraceparentMapGoCtxItabs      = "go_ctx_itabs"
-	gotraceparentMapGoGrpc          = "go_grpc"
-	gotraceparentMapGoHits          = "go_hits"
-	gotraceparentMapGoProcs         = "go_procs"
-	gotraceparentMapGoSpanTypes     = "go_span_types"
-	gotraceparentMapGrpcTp          = "grpc_tp"
-	gotraceparentMapHttpTp          = "http_tp"
-	gotraceparentMapNewprocParent   = "newproc_parent"
-	gotraceparentProgGoGrpcHeaders  = "go_grpc_headers"
-	gotraceparentProgGoHttpHeader   = "go_http_header"
-	gotraceparentProgGoHttpRequest  = "go_http_request"
-	gotraceparentProgGoNewprocEntry = "go_newproc_entry"
-	gotraceparentProgGoNewprocRet   = "go_newproc_ret"
+	gotraceparentMapDeadlines          = "deadlines"
+	gotraceparentMapGoConns            = "go_conns"
+	gotraceparentMapGoCtxItabs         = "go_ctx_itabs"
+	gotraceparentMapGoGrpc             = "go_grpc"
+	gotraceparentMapGoHits             = "go_hits"
+	gotraceparentMapGoProcs            = "go_procs"
+	gotraceparentMapGoSpanTypes        = "go_span_types"
+	gotraceparentMapGrpcTp             = "grpc_tp"
+	gotraceparentMapHttpTp             = "http_tp"
+	gotraceparentMapNewprocParent      = "newproc_parent"
+	gotraceparentProgGoGrpcHeaders     = "go_grpc_headers"
+	gotraceparentProgGoHttpHeader      = "go_http_header"
+	gotraceparentProgGoHttpRequest     = "go_http_request"
+	gotraceparentProgGoNewprocEntry    = "go_newproc_entry"
+	gotraceparentProgGoNewprocRet      = "go_newproc_ret"
+	gotraceparentVarUnusedGoConnLayout = "unused_go_conn_layout"
 )
 
 // loadGotraceparent returns the embedded CollectionSpec for gotraceparent.
@@ -193,6 +206,7 @@ type gotraceparentProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type gotraceparentMapSpecs struct {
 	Deadlines     *ebpf.MapSpec `ebpf:"deadlines"`
+	GoConns       *ebpf.MapSpec `ebpf:"go_conns"`
 	GoCtxItabs    *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
 	GoGrpc        *ebpf.MapSpec `ebpf:"go_grpc"`
 	GoHits        *ebpf.MapSpec `ebpf:"go_hits"`
@@ -207,6 +221,7 @@ type gotraceparentMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gotraceparentVariableSpecs struct {
+	UnusedGoConnLayout *ebpf.VariableSpec `ebpf:"unused_go_conn_layout"`
 }
 
 // gotraceparentObjects contains all objects after they have been loaded into the kernel.
@@ -230,6 +245,7 @@ func (o *gotraceparentObjects) Close() error {
 // It can be passed to loadGotraceparentObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gotraceparentMaps struct {
 	Deadlines     *ebpf.Map `ebpf:"deadlines"`
+	GoConns       *ebpf.Map `ebpf:"go_conns"`
 	GoCtxItabs    *ebpf.Map `ebpf:"go_ctx_itabs"`
 	GoGrpc        *ebpf.Map `ebpf:"go_grpc"`
 	GoHits        *ebpf.Map `ebpf:"go_hits"`
@@ -243,6 +259,7 @@ type gotraceparentMaps struct {
 func (m *gotraceparentMaps) Close() error {
 	return _GotraceparentClose(
 		m.Deadlines,
+		m.GoConns,
 		m.GoCtxItabs,
 		m.GoGrpc,
 		m.GoHits,
@@ -258,6 +275,7 @@ func (m *gotraceparentMaps) Close() error {
 //
 // It can be passed to loadGotraceparentObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gotraceparentVariables struct {
+	UnusedGoConnLayout *ebpf.Variable `ebpf:"unused_go_conn_layout"`
 }
 
 // gotraceparentPrograms contains all programs after they have been loaded into the kernel.

@@ -18,7 +18,12 @@ type extProbes struct {
 	// hasGRPC, hasDial and hasConns say the maps must be filled for the
 	// process.
 	hasGRPC, hasDial, hasConns bool
-	lateCookieErrs             uint64 // bound connections whose cookie could not be resolved late (under Process.mu)
+	waitFrames                 []string // the functions in conns.Wait*, in order
+	lateCookieErrs             uint64   // bound connections whose cookie could not be resolved late (under Process.mu)
+	// Waiting frames read at expiries whose receiver's spill slot was not
+	// live there (not used), and whose socket had no cookie yet (under
+	// Process.mu).
+	waitStale, waitNoCookie uint64
 }
 
 // resolveExt finds the sites and layouts of the optional probes.
@@ -37,7 +42,7 @@ func (p *Process) registerExt() error {
 		}
 	}
 	if p.ext.hasConns {
-		if err := p.objs.calls.GoConns.Put(pid, p.ext.conns); err != nil {
+		if err := p.objs.GoConns.Put(pid, p.ext.conns); err != nil {
 			return fmt.Errorf("register connection layout of process %d: %w", pid, err)
 		}
 	}

@@ -2,6 +2,8 @@ package goprobe
 
 import (
 	"github.com/cilium/ebpf"
+
+	"github.com/timeout-tracer/tracer/gobin"
 )
 
 // resolveHTTP finds where a net/http server parses request headers. Absent
@@ -81,7 +83,30 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 	offs.PersistconnConn = uint32(fields[0])
 	offs.ConnFd = uint32(fields[1])
 	offs.NetfdSysfd = uint32(fields[2] + fields[3])
+	// The waiting frames of HTTP/1 (the expiry probe's binding, no probe of
+	// its own): a request waits for its response in roundTrip, for its
+	// body's end in the connection's readLoop; both have the persistConn
+	// first.
+	p.addWaitFrame(fn, fields[0])
+	if rl, err := p.bin.Func("net/http.(*persistConn).readLoop"); err == nil {
+		p.addWaitFrame(rl, fields[0])
+	}
 	p.resolveConnLayout()
+}
+
+// addWaitFrame makes fn a waiting frame of the expiry probe: a goroutine
+// parked on an expiring context with fn in its stack waits on the
+// connection whose net.Conn is conn bytes into fn's first argument.
+func (p *Process) addWaitFrame(fn gobin.Func, conn int64) {
+	cl := &p.ext.conns
+	for i := range cl.WaitLo {
+		if cl.WaitLo[i] == 0 {
+			cl.WaitLo[i], cl.WaitHi[i], cl.WaitConn[i] = fn.Entry+p.bias, fn.End+p.bias, uint32(conn)
+			p.ext.waitFrames = append(p.ext.waitFrames, fn.Name)
+			return
+		}
+	}
+	p.log.Warn("more waiting frames than the expiry probe reads", "left out", fn.Name)
 }
 
 // resolveConnLayout finds what lies between a call's net.Conn and its TCP
@@ -124,6 +149,7 @@ func (p *Process) resolveConnLayout() {
 		}
 		probed[i] = true
 		cl.H2Tconn[i], cl.H2ReqCtx[i] = uint32(c.TConn), uint32(c.ReqCtx)
+		p.addWaitFrame(c.RoundTrip, c.TConn)
 		p.tripSites = append(p.tripSites, s)
 		if rets, err := p.bin.Returns(c.RoundTrip); err == nil {
 			for _, a := range rets {
@@ -131,5 +157,5 @@ func (p *Process) resolveConnLayout() {
 			}
 		}
 	}
-	p.ext.hasConns = len(ws) > 0 || len(h2) > 0
+	p.ext.hasConns = len(ws) > 0 || len(h2) > 0 || len(p.ext.waitFrames) > 0
 }

@@ -308,6 +308,8 @@ func (n *Node) Stats() (Stats, error) {
 	for _, p := range procs {
 		p.mu.Lock()
 		s.LateCookieErrors += p.ext.lateCookieErrs
+		s.WaitStale += p.ext.waitStale
+		s.WaitNoCookie += p.ext.waitNoCookie
 		p.mu.Unlock()
 	}
 	return s, nil

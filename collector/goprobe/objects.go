@@ -55,7 +55,7 @@ func (o *objects) loaded() bool { return o.traceparent.GoHttpRequest != nil }
 
 // byTgid are the maps of per-process state keyed by tgid.
 func (o *objects) byTgid() []*ebpf.Map {
-	return []*ebpf.Map{o.GoProcs, o.GoGrpc, o.calls.GoDial, o.calls.GoConns}
+	return []*ebpf.Map{o.GoProcs, o.GoGrpc, o.calls.GoDial, o.GoConns}
 }
 
 // byPidPtr are the maps of per-process state keyed by {tgid, pointer}

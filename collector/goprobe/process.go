@@ -50,8 +50,12 @@ type Stats struct {
 	Swept            uint64 // recorded creations removed because their deadline passed unseen (met in time)
 	DecodeErrors     uint64
 	LateCookieErrors uint64 // bound connections whose cookie could not be asked of the kernel (see lateCookie)
-	Duplicates       uint64 // expiries delivered twice by probes shared through overlayfs, reported once
-	UnknownPID       uint64 // events of a process not traced (any more): dropped
+	// Waiting frames read at an expiry but not used: the receiver's spill
+	// slot was not live at the frame's pc (WaitStale), or the socket had no
+	// cookie yet, no kernel hook having seen it (WaitNoCookie).
+	WaitStale, WaitNoCookie uint64
+	Duplicates              uint64 // expiries delivered twice by probes shared through overlayfs, reported once
+	UnknownPID              uint64 // events of a process not traced (any more): dropped
 	// Missed counts probe runs the kernel skipped because a BPF program of
 	// the kprobe family was already running on that CPU (its recursion
 	// guard); a skipped expiry probe is an expiry not reported.
