@@ -16,7 +16,7 @@ func TestWaitingAt(t *testing.T) {
 	requireGoTracing(t)
 	for _, tc := range []struct {
 		proto, server, want string
-		bound              bool // every report bound at the expiry (waiting_conns), exact slow_peer
+		bound               bool // every report bound at the expiry (waiting_conns), exact slow_peer
 	}{
 		{"http", "http-server", "net/http.(*persistConn).roundTrip", true},
 		{"grpc", "grpc-server", "google.golang.org/grpc", false},
