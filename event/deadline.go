@@ -102,6 +102,11 @@ type Waiter struct {
 	// ConnFrame is that function, empty when no such frame was found.
 	Conn      uint64
 	ConnFrame string
+	// ConnFD is that connection's descriptor in the process, -1 (or 0 in
+	// a Waiter built by hand) when the frame held no TCP connection the
+	// probe could follow; set even when the socket had no cookie yet. Not
+	// recorded: a descriptor names nothing once the process is gone.
+	ConnFD int32
 }
 
 // WaitConns are the connections d's waiters waited on, read at the

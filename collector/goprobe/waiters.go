@@ -64,7 +64,7 @@ func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
 			w.Stack = append(w.Stack, p.bin.SymbolizeFrames(pc-p.bias-1)...)
 		}
 		w.At = waitingFrame(w.Stack)
-		w.Conn, w.ConnFrame = p.waiterConn(r, i)
+		w.Conn, w.ConnFrame, w.ConnFD = p.waiterConn(r, i)
 		ws = append(ws, w)
 	}
 	return ws
@@ -82,17 +82,17 @@ func waitingFrame(stack []string) string {
 }
 
 // waiterConn is the connection waiter i of r waited on, read from a waiting
-// frame of its stack, and that frame's function. The frame's first argument
+// frame of its stack (its cookie and descriptor), and that frame's function. The frame's first argument
 // was read from its spill slot, which the compiler writes only when it must
 // keep the value across a call: at a pc where the slot is not live it may
 // hold an earlier call's receiver, another request's connection, so the
 // binding is dropped (counted). A socket no kernel hook has seen yet has no
 // cookie: counted, not guessed (its descriptor may already name another
 // socket).
-func (p *Process) waiterConn(r *godeadlineTtGoEvent, i int) (uint64, string) {
+func (p *Process) waiterConn(r *godeadlineTtGoEvent, i int) (uint64, string, int32) {
 	j := int(r.WaiterFrame[i]) - 1
 	if j < 0 || j >= len(r.WaiterPcs[i]) {
-		return 0, ""
+		return 0, "", -1
 	}
 	pc := r.WaiterPcs[i][j]
 	frame := ""
@@ -107,7 +107,7 @@ func (p *Process) waiterConn(r *godeadlineTtGoEvent, i int) (uint64, string) {
 		p.ext.waitStale++
 		p.mu.Unlock()
 		p.log.Debug("waiting frame's receiver not read", "frame", frame, "err", err)
-		return 0, frame
+		return 0, frame, -1
 	}
 	if r.WaiterCookie[i] == 0 {
 		p.mu.Lock()
@@ -116,5 +116,5 @@ func (p *Process) waiterConn(r *godeadlineTtGoEvent, i int) (uint64, string) {
 		}
 		p.mu.Unlock()
 	}
-	return r.WaiterCookie[i], frame
+	return r.WaiterCookie[i], frame, r.WaiterFd[i]
 }

@@ -14,8 +14,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"time"
 )
@@ -25,6 +27,10 @@ type counts struct {
 	AtCreation int `json:"at_creation"` // of which already past when created
 	Met        int `json:"met"`         // deadlines met in time (cancelled)
 	HTTP       int `json:"http"`        // http.Client timeouts among Expired
+	// HTTPFDs are the descriptors of the connections the timed-out
+	// requests were sent on (httptrace's GotConn): what a tracer reading
+	// the waiting request's connection at the expiry must find.
+	HTTPFDs []int `json:"http_fds,omitempty"`
 }
 
 var c counts
@@ -79,13 +85,26 @@ func alreadyPast() {
 
 // httpTimeout calls a slow server with http.Client.Timeout.
 func httpTimeout(client *http.Client, url string) {
-	resp, err := client.Get(url)
+	fd := -1
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if tc, ok := info.Conn.(*net.TCPConn); ok {
+			if rc, err := tc.SyscallConn(); err == nil {
+				rc.Control(func(d uintptr) { fd = int(d) })
+			}
+		}
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", url, nil)
+	if err != nil {
+		panic(err)
+	}
+	resp, err := client.Do(req)
 	if err == nil {
 		resp.Body.Close()
 		return
 	}
 	c.Expired++
 	c.HTTP++
+	c.HTTPFDs = append(c.HTTPFDs, fd)
 }
 
 func main() {
