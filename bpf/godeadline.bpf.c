@@ -276,6 +276,8 @@ static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const st
 		__u64 recv = e->waiter_cookie[i];
 		e->waiter_cookie[i] = 0;
 		e->waiter_fd[i] = -1;
+		if (recv && cl->wait_via[k])
+			recv = read_u64(recv + cl->wait_via[k] - 1);
 		if (!recv)
 			continue;
 		__u64 at = recv + cl->wait_conn[k];

@@ -1,6 +1,9 @@
 package gobin
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // The gRPC functions and types the probes use.
 const (
@@ -58,6 +61,38 @@ func (b *Binary) GRPCClient() (*GRPCClientLayout, error) {
 		return nil, err
 	}
 	return &GRPCClientLayout{NewStream: fn, Conn: conn}, nil
+}
+
+// GRPCWait is where a gRPC call waits for its response: WaitOnHeader(s),
+// the stream first, whose transport (a *http2Client) is Transport bytes in;
+// the transport's net.Conn is GRPCClientLayout.Conn bytes into that.
+type GRPCWait struct {
+	WaitOnHeader Func
+	Transport    int64
+}
+
+// GRPCClientWait resolves the client stream's wait for its headers, with
+// the same errors as GRPCClient: the stream is a ClientStream since grpc-go
+// 1.71, a Stream before, holding its transport as an interface (the
+// pointer is its data word) from 1.66 until then.
+func (b *Binary) GRPCClientWait() (*GRPCWait, error) {
+	recv, path := typeClient, "ct"
+	switch {
+	case b.hasGRPCField(typeClient, "ct"):
+	case b.hasGRPCField(typeOld, "ct.data"):
+		recv, path = typeOld, "ct.data"
+	default:
+		recv = typeOld
+	}
+	off, err := b.grpcOffset(recv, path)
+	if err != nil {
+		return nil, err
+	}
+	fn, err := b.Func("google.golang.org/grpc/internal/transport.(*" + strings.TrimPrefix(recv, grpcTransport+".") + ").waitOnHeader")
+	if err != nil {
+		return nil, fmt.Errorf("gRPC client wait: %w", err)
+	}
+	return &GRPCWait{WaitOnHeader: fn, Transport: off}, nil
 }
 
 // GRPCServer resolves the server layout, with the same errors as

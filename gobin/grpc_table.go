@@ -11,6 +11,8 @@ const (
 	modXNet  = "golang.org/x/net"
 	typeStrm = grpcTransport + ".ServerStream" // grpc-go >= 1.66
 	typeOld  = grpcTransport + ".Stream"       // before: the server's stream was a Stream
+	// grpc-go >= 1.71: the client's stream; before, a Stream too.
+	typeClient = grpcTransport + ".ClientStream"
 )
 
 // GRPCFieldRef names a field the gRPC probes read: Module defines Type,
@@ -30,6 +32,14 @@ func GRPCProbeFields() []GRPCFieldRef {
 		{modGRPC, typeStrm, "st"},
 		{modGRPC, typeOld, "id"},
 		{modGRPC, typeOld, "st"},
+		// The client stream's transport, where a call waits for its
+		// response headers (waitOnHeader): a *http2Client in the
+		// ClientStream (grpc-go >= 1.71) or the Stream before, which held
+		// it as a ClientTransport interface from 1.66 (1.66 and 1.68 in the
+		// tables).
+		{modGRPC, typeClient, "ct"},
+		{modGRPC, typeOld, "ct"},
+		{modGRPC, typeOld, "ct.data"},
 		// grpc-go's TLS credentials wrap the *tls.Conn in a syscallConn.
 		{modGRPC, modGRPC + "/internal/credentials.syscallConn", "Conn"},
 		// x/net's HTTP/2 client: the connection of a round trip.

@@ -59,7 +59,7 @@ struct tt_go_offsets {
  * Absent for a process: plain TCP only, no HTTP/2 round trips.
  */
 #define TT_CONN_WRAPPERS 2
-#define TT_WAIT_FRAMES 4
+#define TT_WAIT_FRAMES 8
 struct tt_go_conn_layout {
 	__u64 wrap_itab[TT_CONN_WRAPPERS];  /* a wrapper's itab as a net.Conn (runtime address), 0: none */
 	__u32 wrap_inner[TT_CONN_WRAPPERS]; /* the wrapped net.Conn's offset in it */
@@ -74,10 +74,13 @@ struct tt_go_conn_layout {
 	 * function's first argument (a pointer, read from its register spill
 	 * slot in the caller's frame) holds a net.Conn wait_conn bytes in.
 	 * net/http's persistConn.roundTrip and readLoop, the HTTP/2 clients'
-	 * roundTrip. wait_lo 0: unused. */
+	 * roundTrip, gRPC's waitOnHeader; with wait_via, the argument holds a pointer wait_via - 1
+	 * bytes in, to what holds the net.Conn (gRPC's stream, its
+	 * transport). wait_lo 0: unused. */
 	__u64 wait_lo[TT_WAIT_FRAMES];
 	__u64 wait_hi[TT_WAIT_FRAMES];
 	__u32 wait_conn[TT_WAIT_FRAMES];
+	__u32 wait_via[TT_WAIT_FRAMES]; /* 0: none */
 };
 
 /* How a goroutine was bound to a socket. */

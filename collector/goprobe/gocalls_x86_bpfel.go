@@ -87,9 +87,10 @@ type gocallsTtGoConnLayout struct {
 	WrapInner [2]uint32
 	H2Tconn   [2]uint32
 	H2ReqCtx  [2]uint32
-	WaitLo    [4]uint64
-	WaitHi    [4]uint64
-	WaitConn  [4]uint32
+	WaitLo    [8]uint64
+	WaitHi    [8]uint64
+	WaitConn  [8]uint32
+	WaitVia   [8]uint32
 }
 
 type gocallsTtGoCtxItab struct {

@@ -92,6 +92,13 @@ func (p *Process) resolveGRPC() {
 	} else {
 		g.HasClient, g.ClientConn, g.TcpconnItab, g.ConnFd, g.NetfdSysfd = 1, uint32(cl.Conn), itab, connFD, sysfd
 		p.ext.sites = append(p.ext.sites, site{"go_grpc_new_stream", p.objs.calls.GoGrpcNewStream, addr})
+		// A call waiting for its response headers: the expiry probe binds
+		// it through the stream's transport (no probe of its own).
+		if w, err := p.bin.GRPCClientWait(); err != nil {
+			p.log.Info("gRPC calls are not bound at the expiry", "err", err)
+		} else {
+			p.addWaitFrameVia(w.WaitOnHeader, w.Transport, cl.Conn)
+		}
 	}
 	if srv, err := p.bin.GRPCServer(); err != nil {
 		p.log.Debug("no inbound traceparent from gRPC metadata", "err", err)

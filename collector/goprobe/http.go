@@ -97,11 +97,19 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 // addWaitFrame makes fn a waiting frame of the expiry probe: a goroutine
 // parked on an expiring context with fn in its stack waits on the
 // connection whose net.Conn is conn bytes into fn's first argument.
-func (p *Process) addWaitFrame(fn gobin.Func, conn int64) {
+func (p *Process) addWaitFrame(fn gobin.Func, conn int64) { p.addWaitFrameVia(fn, -1, conn) }
+
+// addWaitFrameVia is addWaitFrame for a first argument that holds, via
+// bytes in, a pointer to what holds the net.Conn; via < 0: none.
+func (p *Process) addWaitFrameVia(fn gobin.Func, via, conn int64) {
 	cl := &p.ext.conns
 	for i := range cl.WaitLo {
 		if cl.WaitLo[i] == 0 {
 			cl.WaitLo[i], cl.WaitHi[i], cl.WaitConn[i] = fn.Entry+p.bias, fn.End+p.bias, uint32(conn)
+			if via >= 0 {
+				cl.WaitVia[i] = uint32(via) + 1
+			}
+			p.ext.hasConns = true
 			p.ext.waitFrames = append(p.ext.waitFrames, fn.Name)
 			return
 		}

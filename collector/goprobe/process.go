@@ -191,6 +191,11 @@ func (p *Process) resolve() (godeadlineTtGoOffsets, error) {
 	p.resolveOTel(&offs)
 	p.resolveRoundTrip(&offs)
 	p.resolveExt()
+	if offs.TcpconnItab == 0 && p.ext.grpc.HasClient != 0 {
+		// No net/http client: the expiry probe's gRPC waiting frame
+		// follows the connection with the gRPC probes' chain.
+		offs.TcpconnItab, offs.ConnFd, offs.NetfdSysfd = p.ext.grpc.TcpconnItab, p.ext.grpc.ConnFd, p.ext.grpc.NetfdSysfd
+	}
 	p.resolveDeadlineErr(&offs)
 	p.resolveWaiters(&offs)
 	for _, f := range []struct {
