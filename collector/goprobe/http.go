@@ -117,25 +117,12 @@ func (p *Process) addWaitFrameVia(fn gobin.Func, via, conn int64) {
 	p.log.Warn("more waiting frames than the expiry probe reads", "left out", fn.Name)
 }
 
-// resolveConnLayout finds what lies between a call's net.Conn and its TCP
-// connection (crypto/tls, grpc-go's TLS credentials) and the HTTP/2
-// clients' round trips, whose requests are bound like HTTP/1's. Each piece
-// is optional: one whose layout is not known is logged and left out, never
-// guessed (a TLS connection is then not bound; an HTTP/2 request not
+// resolveConnLayout finds the HTTP/2 clients' round trips, whose requests
+// are bound like HTTP/1's. Each is optional: one whose layout is not known
+// is logged and left out, never guessed (an HTTP/2 request is then not
 // probed).
 func (p *Process) resolveConnLayout() {
 	cl := &p.ext.conns
-	ws, err := p.bin.ConnWrappers()
-	if err != nil {
-		p.log.Info("some wrapped connections are not bound", "err", err)
-	}
-	for i, w := range ws {
-		if i == len(cl.WrapItab) {
-			p.log.Warn("more connection wrappers than the probes look through", "left out", w.Type)
-			break
-		}
-		cl.WrapItab[i], cl.WrapInner[i] = w.Itab+p.bias, uint32(w.Inner)
-	}
 	h2, err := p.bin.HTTP2Clients()
 	if err != nil {
 		p.log.Info("some HTTP/2 requests are not bound", "err", err)
@@ -165,5 +152,24 @@ func (p *Process) resolveConnLayout() {
 			}
 		}
 	}
-	p.ext.hasConns = len(ws) > 0 || len(h2) > 0 || len(p.ext.waitFrames) > 0
+	p.ext.hasConns = p.ext.hasConns || len(h2) > 0
+}
+
+// resolveWrappers finds the connection wrappers the probes look through
+// (crypto/tls, grpc-go's TLS credentials), for net/http and gRPC alike: a
+// gRPC program need not link net/http's client.
+func (p *Process) resolveWrappers() {
+	cl := &p.ext.conns
+	ws, err := p.bin.ConnWrappers()
+	if err != nil {
+		p.log.Info("some wrapped connections are not bound", "err", err)
+	}
+	for i, w := range ws {
+		if i == len(cl.WrapItab) {
+			p.log.Warn("more connection wrappers than the probes look through", "left out", w.Type)
+			break
+		}
+		cl.WrapItab[i], cl.WrapInner[i] = w.Itab+p.bias, uint32(w.Inner)
+	}
+	p.ext.hasConns = p.ext.hasConns || len(ws) > 0
 }

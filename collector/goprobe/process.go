@@ -189,6 +189,7 @@ func (p *Process) resolve() (godeadlineTtGoOffsets, error) {
 	}
 	p.httpSites = p.resolveHTTP()
 	p.resolveOTel(&offs)
+	p.resolveWrappers()
 	p.resolveRoundTrip(&offs)
 	p.resolveExt()
 	if offs.TcpconnItab == 0 && p.ext.grpc.HasClient != 0 {
