@@ -108,6 +108,8 @@ static __always_inline void find_span(struct tt_go_event *e, __u64 c, __u32 tgid
 			__builtin_memcpy(e->span_id, ids.span_id, sizeof(e->span_id));
 			e->trace_flags = ids.flags;
 			e->trace_status = TT_TRACE_FOUND;
+			e->span_start_wall = ids.start_wall;
+			e->span_start_ext = ids.start_ext;
 			return;
 		}
 	}

@@ -69,6 +69,11 @@ type Deadline struct {
 	// waiter that set the deadline when that is known, else the first.
 	Waiters   []Waiter
 	WaitingAt string // "function (file:line)"; empty when nobody waited on Done, or it could not be read
+	// SpanStart is the start time of the span found above the deadline in
+	// its context chain (zero: none, or its type records no start), read
+	// at the expiry: the budget's start when the creation was not seen.
+	SpanStart time.Time
+
 	// WaitersRead: the probe could read the waiters (the binary's layout
 	// was known). With no waiter, a fired timer stopped nothing that was
 	// blocked on it (Unwaited).
@@ -143,6 +148,30 @@ func (d *Deadline) Budget() (time.Duration, bool) {
 		return 0, false
 	}
 	return d.Deadline.Sub(d.Created), true
+}
+
+// SpanBudget is the time from the start of the span found above the
+// deadline in its context chain (SpanStart, an SDK recording span's) to the
+// deadline: the request's whole allowance as its span saw it, which covers
+// the deadline's budget (the span starts first, or with it). Known without
+// the detail tier, when the span records its start.
+func (d *Deadline) SpanBudget() (time.Duration, bool) {
+	if d.SpanStart.IsZero() || d.SpanStart.After(d.Deadline) {
+		return 0, false
+	}
+	return d.Deadline.Sub(d.SpanStart), true
+}
+
+// BudgetFrom is Budget when the creation was seen ("creation"), else
+// SpanBudget ("span_start").
+func (d *Deadline) BudgetFrom() (time.Duration, string, bool) {
+	if b, ok := d.Budget(); ok {
+		return b, "creation", true
+	}
+	if b, ok := d.SpanBudget(); ok {
+		return b, "span_start", true
+	}
+	return 0, "", false
 }
 
 // Elapsed is the context's life from creation to expiry, when known.

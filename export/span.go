@@ -54,6 +54,7 @@ const (
 	attrDetail      = "timeout.detail"
 	attrDurationMs  = "timeout.duration_ms"
 	attrBudgetMs    = "timeout.budget_ms"
+	attrBudgetFrom  = "timeout.budget_from"
 	attrChildren    = "timeout.children"
 	attrClass       = "timeout.class"
 	attrConfidence  = "timeout.confidence"
@@ -172,8 +173,8 @@ func planSpan(r *correlate.Report, p Process) spanPlan {
 		attribute.String(attrExecutable, p.Executable),
 		attribute.Int64(attrGoroutine, int64(d.Goid)),
 	}
-	if b, ok := d.Budget(); ok {
-		a = append(a, attribute.Float64(attrBudgetMs, millis(b)))
+	if b, from, ok := d.BudgetFrom(); ok {
+		a = append(a, attribute.Float64(attrBudgetMs, millis(b)), attribute.String(attrBudgetFrom, from))
 	}
 	if e, ok := d.Elapsed(); ok {
 		a = append(a, attribute.Float64(attrDurationMs, millis(e)))

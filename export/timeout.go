@@ -15,17 +15,22 @@ import (
 // Field names are a contract: add fields, never rename them. Fields that
 // need the detail probes are null when those were not attached.
 type TimeoutJSON struct {
-	Time      string   `json:"time"`
-	Kind      string   `json:"kind"` // "timeout"
-	PID       uint32   `json:"pid"`
-	Comm      string   `json:"comm"`
-	Outcome   string   `json:"outcome"` // "deadline_exceeded"
-	Deadline  string   `json:"deadline"`
-	BudgetMs  *float64 `json:"budget_ms"`
-	ElapsedMs *float64 `json:"elapsed_ms"`
-	CreatedAt *string  `json:"created_at"`
-	Children  uint64   `json:"children"`
-	Detail    bool     `json:"detail"`
+	Time     string   `json:"time"`
+	Kind     string   `json:"kind"` // "timeout"
+	PID      uint32   `json:"pid"`
+	Comm     string   `json:"comm"`
+	Outcome  string   `json:"outcome"` // "deadline_exceeded"
+	Deadline string   `json:"deadline"`
+	BudgetMs *float64 `json:"budget_ms"`
+	// BudgetFrom says where budget_ms starts: "creation" (the detail tier
+	// saw the deadline set) or "span_start" (the start of the span above
+	// it in the context chain, read at the expiry: the request's whole
+	// allowance as its span saw it).
+	BudgetFrom string   `json:"budget_from,omitempty"`
+	ElapsedMs  *float64 `json:"elapsed_ms"`
+	CreatedAt  *string  `json:"created_at"`
+	Children   uint64   `json:"children"`
+	Detail     bool     `json:"detail"`
 	// Expiry is "timer_fired", or "expired_at_creation" when the deadline
 	// was already past when it was set.
 	Expiry       string   `json:"expiry"`
@@ -85,8 +90,8 @@ func NewTimeoutJSON(d *event.Deadline) TimeoutJSON {
 		TraceSampled: d.TraceSampled,
 		TraceNote:    d.TraceNote,
 	}
-	if b, ok := d.Budget(); ok {
-		j.BudgetMs = ms(b)
+	if b, from, ok := d.BudgetFrom(); ok {
+		j.BudgetMs, j.BudgetFrom = ms(b), from
 	}
 	if e, ok := d.Elapsed(); ok {
 		j.ElapsedMs = ms(e)
@@ -272,8 +277,11 @@ func (w *TimeoutWriter) Write(d *event.Deadline) error {
 		w.header = true
 	}
 	budget, elapsed, created := "?", "?", "? (detail probes were off)"
-	if b, ok := d.Budget(); ok {
+	if b, from, ok := d.BudgetFrom(); ok {
 		budget = fmtDur(b)
+		if from == "span_start" {
+			budget = "≤" + budget + " (span)"
+		}
 	}
 	if e, ok := d.Elapsed(); ok {
 		elapsed = fmtDur(e)

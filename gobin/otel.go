@@ -32,23 +32,24 @@ type otelSpanType struct {
 	pkg    string // its package path
 	name   string // as the runtime prints it; '*' when stored as a pointer
 	field  string // the SpanContext field
+	start  string // the start time's field (a time.Time), "" when the type records none
 }
 
 func otelSpanTypes() []otelSpanType {
 	return []otelSpanType{
 		// What an SDK tracer starts: sampled, or not (a value type).
-		{modOTelSDK, "go.opentelemetry.io/otel/sdk/trace", "*trace.recordingSpan", "spanContext"},
-		{modOTelSDK, "go.opentelemetry.io/otel/sdk/trace", "trace.nonRecordingSpan", "sc"},
+		{modOTelSDK, "go.opentelemetry.io/otel/sdk/trace", "*trace.recordingSpan", "spanContext", "startTime"},
+		{modOTelSDK, "go.opentelemetry.io/otel/sdk/trace", "trace.nonRecordingSpan", "sc", ""},
 		// trace.ContextWithSpanContext / ContextWithRemoteSpanContext: an
 		// incoming traceparent that propagation extracted.
-		{modOTelTrace, pkgOTelTrace, "trace.nonRecordingSpan", "sc"},
+		{modOTelTrace, pkgOTelTrace, "trace.nonRecordingSpan", "sc", ""},
 		// The noop tracer keeps its parent's SpanContext.
-		{modOTelTrace, "go.opentelemetry.io/otel/trace/noop", "noop.Span", "sc"},
+		{modOTelTrace, "go.opentelemetry.io/otel/trace/noop", "noop.Span", "sc", ""},
 		// otel.Tracer before a provider is set, and the auto-instrumentation
 		// SDK spans.
-		{modOTel, "go.opentelemetry.io/otel/internal/global", "global.nonRecordingSpan", "sc"},
-		{modOTelTrace, pkgOTelTrace, "*trace.autoSpan", "spanContext"},
-		{modAutoSDK, "go.opentelemetry.io/auto/sdk", "*sdk.span", "spanContext"},
+		{modOTel, "go.opentelemetry.io/otel/internal/global", "global.nonRecordingSpan", "sc", ""},
+		{modOTelTrace, pkgOTelTrace, "*trace.autoSpan", "spanContext", ""},
+		{modAutoSDK, "go.opentelemetry.io/auto/sdk", "*sdk.span", "spanContext", ""},
 	}
 }
 
@@ -78,6 +79,9 @@ func OTelProbeFields() []OTelFieldRef {
 	}
 	for _, s := range otelSpanTypes() {
 		fs = append(fs, OTelFieldRef{s.module, s.dwarfName(), s.field})
+		if s.start != "" {
+			fs = append(fs, OTelFieldRef{s.module, s.dwarfName(), s.start})
+		}
 	}
 	return fs
 }
@@ -105,6 +109,10 @@ type OTelSpanType struct {
 	// SpanContextOffset is the offset of the trace.SpanContext in the
 	// struct the data word points at.
 	SpanContextOffset int64
+	// StartOffset is the offset of the span's start time (a time.Time) in
+	// that struct, -1 when the type records none or its layout is not
+	// known: the SDK's recording spans have one.
+	StartOffset int64
 }
 
 // ContextItab is the itab of a context type whose parent context the
@@ -211,13 +219,20 @@ func (b *Binary) OTelSpanLayout() (*OTelLayout, error) {
 		}
 		off, err := offset(OTelFieldRef{s.module, s.dwarfName(), s.field})
 		if errors.Is(err, ErrNoOffsets) {
-			l.UnknownSpanTypes = append(l.UnknownSpanTypes, OTelSpanType{Type: name, TypeAddr: addr, Pointer: strings.HasPrefix(s.name, "*"), SpanContextOffset: -1})
+			l.UnknownSpanTypes = append(l.UnknownSpanTypes, OTelSpanType{Type: name, TypeAddr: addr, Pointer: strings.HasPrefix(s.name, "*"), SpanContextOffset: -1, StartOffset: -1})
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("OpenTelemetry layout: span type %s: %w", name, err)
 		}
-		l.SpanTypes = append(l.SpanTypes, OTelSpanType{Type: name, TypeAddr: addr, Pointer: strings.HasPrefix(s.name, "*"), SpanContextOffset: off})
+		st := OTelSpanType{Type: name, TypeAddr: addr, Pointer: strings.HasPrefix(s.name, "*"), SpanContextOffset: off, StartOffset: -1}
+		if s.start != "" {
+			// Optional: without it, reports have no budget from the span.
+			if so, err := offset(OTelFieldRef{s.module, s.dwarfName(), s.start}); err == nil {
+				st.StartOffset = so
+			}
+		}
+		l.SpanTypes = append(l.SpanTypes, st)
 	}
 	if len(l.SpanTypes) == 0 {
 		if len(l.UnknownSpanTypes) > 0 {

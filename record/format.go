@@ -111,6 +111,7 @@ type line struct {
 	Waiters      []waiter `json:"waiters,omitempty"`
 	WaitingAt    string   `json:"waiting_at,omitempty"`
 	WaitersRead  bool     `json:"waiters_read,omitempty"`
+	SpanStart    string   `json:"span_start,omitempty"`
 
 	Source string `json:"source,omitempty"`
 
@@ -171,11 +172,12 @@ func toLine(ev event.Any, l *line) error {
 		if e.Kind != 0 {
 			l.Kind = e.Kind.String()
 		}
-		var err2, err3 error
+		var err2, err3, err4 error
 		l.Time, err = timeString(e.Time)
 		l.Deadline, err2 = timeString(e.Deadline)
 		l.Created, err3 = timeString(e.Created)
-		err = errors.Join(err, err2, err3)
+		l.SpanStart, err4 = timeString(e.SpanStart)
+		err = errors.Join(err, err2, err3, err4)
 	case *event.SockActivity:
 		*l = line{
 			Type: TypeActivity, Mono: e.Mono, PID: e.PID, Cookie: e.Cookie,
@@ -271,6 +273,8 @@ func fromLine(l *line) (event.Any, error) {
 		check("deadline", err)
 		e.Created, err = parseTime(l.Created)
 		check("created", err)
+		e.SpanStart, err = parseTime(l.SpanStart)
+		check("span_start", err)
 		ev = e
 	case TypeActivity:
 		e := &event.SockActivity{Mono: l.Mono, PID: l.PID, Cookie: l.Cookie, Goid: l.Goid, Sent: l.Sent, Received: l.Received}

@@ -46,6 +46,11 @@ static __always_inline int read_span(__u64 data, __u32 tgid, const struct tt_go_
 	bpf_probe_read_user(ids->trace_id, sizeof(ids->trace_id), (const void *)(sc + off->sc_trace_id));
 	bpf_probe_read_user(ids->span_id, sizeof(ids->span_id), (const void *)(sc + off->sc_span_id));
 	bpf_probe_read_user(&ids->flags, 1, (const void *)(sc + off->sc_flags));
+	if (st->start_off) {
+		__u64 start = read_u64(data + off->valuectx_val + 8) + st->start_off - 1;
+		ids->start_wall = read_u64(start);
+		ids->start_ext = (__s64)read_u64(start + 8);
+	}
 	return 1;
 }
 

@@ -195,7 +195,7 @@ struct tt_go_ctx_itab {
 /* A span implementation that may sit in a valueCtx: where its SpanContext is. */
 struct tt_go_span_type {
 	__u32 sc_off;
-	__u32 _pad;
+	__u32 start_off; /* its start time (a time.Time) + 1; 0: none (a span that records no start) */
 };
 
 /* Indexes of the per-CPU probe hit counters. */
@@ -261,6 +261,10 @@ struct tt_go_event {
 	__s32 waiter_fd[TT_GO_WAITERS];
 	__u8 waiter_frame[TT_GO_WAITERS];
 	__u8 _pad3[4];
+	/* The start time (time.Time wall, ext) of the span found above the
+	 * deadline (trace_status TT_TRACE_FOUND), 0 when it records none. */
+	__u64 span_start_wall;
+	__s64 span_start_ext;
 };
 
 #endif

@@ -76,6 +76,8 @@ struct span_ids {
 	__u8 span_id[8];
 	__u8 flags;
 	__u8 _pad[7];
+	__u64 start_wall; /* the span's start time, when its type records one */
+	__s64 start_ext;
 };
 /* Context implementations by {pid, itab address}: how to reach the parent. */
 struct {

@@ -35,13 +35,19 @@ func TestWaitingAt(t *testing.T) {
 				if !strings.HasPrefix(r.WaitingAt, tc.want) {
 					t.Errorf("waiting_at %q (goroutine %d, %d waiters, stack %q), want %s…", r.WaitingAt, r.WaitingGoid, r.Waiters, r.WaitingStack, tc.want)
 				}
+				// The client's span opens before its deadline: with no
+				// creation seen, the budget runs from the span's start,
+				// at least the deadline's 150 ms.
+				if r.BudgetFrom != "span_start" || r.BudgetMs == nil || *r.BudgetMs < 150 {
+					t.Errorf("budget_ms %v from %q, want at least 150 from span_start", jsonOf(r.BudgetMs), r.BudgetFrom)
+				}
 				// The slow server answers on a healthy connection: the one
 				// the round trip waited on, read at the expiry.
 				if len(r.WaitingConns) != 1 || r.Cause == nil || r.Cause.Class != "slow_peer" || r.Cause.Confidence != "exact" {
 					t.Errorf("waiting_conns %v (frames %v), cause %s, want one connection, slow_peer/exact", r.WaitingConns, r.WaitingFrames, jsonOf(r.Cause))
 				}
 			}
-			t.Logf("waiting_at %s; stack %q", run.reports[0].WaitingAt, run.reports[0].WaitingStack)
+			t.Logf("waiting_at %s; budget_ms %s from %s; stack %q", run.reports[0].WaitingAt, jsonOf(run.reports[0].BudgetMs), run.reports[0].BudgetFrom, run.reports[0].WaitingStack)
 		})
 	}
 }

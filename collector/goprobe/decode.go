@@ -39,6 +39,9 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 		Cancelled: cancelled,
 	}
 	setTrace(&r, out)
+	if r.SpanStartWall != 0 || r.SpanStartExt != 0 {
+		out.SpanStart = event.GoTime(r.SpanStartWall, r.SpanStartExt)
+	}
 	if r.TraceStatus == uint8(godeadlineTtGoTraceStatusTT_TRACE_NONE) && out.TraceID == "" && p.otelErr != nil {
 		out.TraceNote = "no OpenTelemetry span walk in this binary: " + p.otelErr.Error()
 	}

@@ -3,6 +3,7 @@ package goprobe
 import (
 	"bytes"
 	"encoding/binary"
+	"log/slog"
 	"os"
 	"testing"
 
@@ -47,7 +48,9 @@ func selfProbes(tb testing.TB) *Process {
 		tb.Skipf("cannot analyse the test binary: %v", err)
 	}
 	tb.Cleanup(func() { bin.Close() })
-	return &Process{bin: bin, comm: "test", clk: collector.Clock{HZ: 250}}
+	// A logger, as every traced process has (the waiting frames' checks
+	// log what they drop; the fuzzer found the nil one).
+	return &Process{bin: bin, comm: "test", clk: collector.Clock{HZ: 250}, log: slog.New(slog.DiscardHandler)}
 }
 
 func TestDecodeDeadlineTrace(t *testing.T) {
@@ -87,6 +90,10 @@ func FuzzDecodeDeadline(f *testing.F) {
 	seed := godeadlineTtGoEvent{Kind: 1, CreatedNs: 5, CreatedPcs: [6]uint64{0x401000, 1}}
 	f.Add(encodeGo(f, seed))
 	copy(seed.Traceparent[:], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	f.Add(encodeGo(f, seed))
+	// A waiter with a waiting frame, bound to a connection.
+	seed.Waiters, seed.WaiterGoid[0], seed.WaiterFrame[0], seed.WaiterCookie[0], seed.WaiterFd[0] = 1, 7, 2, 0x1234, 5
+	seed.WaiterPcs[0] = [12]uint64{0x401000, 0x401010, 0x401020}
 	f.Add(encodeGo(f, seed))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var ev event.Deadline

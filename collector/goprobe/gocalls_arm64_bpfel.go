@@ -168,9 +168,9 @@ type gocallsTtGoOffsets struct {
 }
 
 type gocallsTtGoSpanType struct {
-	_     structs.HostLayout
-	ScOff uint32
-	Pad   uint32
+	_        structs.HostLayout
+	ScOff    uint32
+	StartOff uint32
 }
 
 // Names of all BPF objects in the ELF.

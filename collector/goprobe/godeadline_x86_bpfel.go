@@ -16,11 +16,13 @@ import (
 type godeadlineChildSpan struct {
 	_   structs.HostLayout
 	Ids struct {
-		_       structs.HostLayout
-		TraceId [16]uint8
-		SpanId  [8]uint8
-		Flags   uint8
-		Pad     [7]uint8
+		_         structs.HostLayout
+		TraceId   [16]uint8
+		SpanId    [8]uint8
+		Flags     uint8
+		Pad       [7]uint8
+		StartWall uint64
+		StartExt  int64
 	}
 	DeadlineWall uint64
 	DeadlineExt  int64
@@ -109,6 +111,8 @@ type godeadlineTtGoEvent struct {
 	WaiterFd       [4]int32
 	WaiterFrame    [4]uint8
 	Pad3           [4]uint8
+	SpanStartWall  uint64
+	SpanStartExt   int64
 }
 
 type godeadlineTtGoExpiry uint32
@@ -209,9 +213,9 @@ type godeadlineTtGoOffsets struct {
 }
 
 type godeadlineTtGoSpanType struct {
-	_     structs.HostLayout
-	ScOff uint32
-	Pad   uint32
+	_        structs.HostLayout
+	ScOff    uint32
+	StartOff uint32
 }
 
 type godeadlineTtGoTpSource uint32

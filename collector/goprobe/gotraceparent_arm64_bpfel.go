@@ -126,9 +126,9 @@ type gotraceparentTtGoOffsets struct {
 }
 
 type gotraceparentTtGoSpanType struct {
-	_     structs.HostLayout
-	ScOff uint32
-	Pad   uint32
+	_        structs.HostLayout
+	ScOff    uint32
+	StartOff uint32
 }
 
 // Names of all BPF objects in the ELF.

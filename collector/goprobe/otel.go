@@ -85,8 +85,11 @@ func (p *Process) registerOTel() error {
 		return nil
 	}
 	for _, st := range p.otel.SpanTypes {
-		if err := p.objs.GoSpanTypes.Put(godeadlinePidPtr{Pid: pid, Ptr: st.TypeAddr + p.bias},
-			godeadlineTtGoSpanType{ScOff: uint32(st.SpanContextOffset)}); err != nil {
+		v := godeadlineTtGoSpanType{ScOff: uint32(st.SpanContextOffset)}
+		if st.StartOffset >= 0 {
+			v.StartOff = uint32(st.StartOffset) + 1
+		}
+		if err := p.objs.GoSpanTypes.Put(godeadlinePidPtr{Pid: pid, Ptr: st.TypeAddr + p.bias}, v); err != nil {
 			return fmt.Errorf("register span type %s: %w", st.Type.Name, err)
 		}
 	}
