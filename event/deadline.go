@@ -2,6 +2,7 @@ package event
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -112,6 +113,49 @@ type Waiter struct {
 	// probe could follow; set even when the socket had no cookie yet. Not
 	// recorded: a descriptor names nothing once the process is gone.
 	ConnFD int32
+}
+
+// libraryFrames are the packages a waiting goroutine's stack passes
+// through below the code that made the call: the runtime, the standard
+// library's context, network, TLS and I/O packages, the RPC and HTTP/2
+// libraries and OpenTelemetry's instrumentation.
+var libraryFrames = []string{
+	"runtime.", "internal/", "context.", "net.", "net/", "crypto/", "sync.", "io.", "bufio.", "time.", "os.", "syscall.",
+	"google.golang.org/grpc", "golang.org/x/net/", "go.opentelemetry.io/",
+}
+
+// Caller is the first frame of w's stack outside libraryFrames: the
+// program's own code whose call was waiting (the function that called
+// http.Client.Do, a gRPC stub, a dial), often where the deadline was set;
+// empty when every frame read is library code.
+func (w *Waiter) Caller() string {
+	for _, f := range w.Stack {
+		lib := false
+		for _, p := range libraryFrames {
+			if strings.HasPrefix(f, p) {
+				lib = true
+				break
+			}
+		}
+		if !lib {
+			return f
+		}
+	}
+	return ""
+}
+
+// CallerAt is the Caller of the waiter WaitingAt names: where the program
+// made the call that was waiting when its deadline expired.
+func (d *Deadline) CallerAt() string {
+	if d.WaitingAt == "" {
+		return ""
+	}
+	for i := range d.Waiters {
+		if d.Waiters[i].At == d.WaitingAt {
+			return d.Waiters[i].Caller()
+		}
+	}
+	return ""
 }
 
 // WaitConns are the connections d's waiters waited on, read at the

@@ -31,3 +31,29 @@ func TestGoTime(t *testing.T) {
 		}
 	}
 }
+
+// Caller skips the runtime, the standard library's network packages, the
+// RPC libraries and OpenTelemetry's instrumentation to the program's own
+// frame; a stack of library frames only has none.
+func TestWaiterCaller(t *testing.T) {
+	w := Waiter{Stack: []string{
+		"runtime.gopark (/usr/local/go/src/runtime/proc.go:462)",
+		"runtime.selectgo (/usr/local/go/src/runtime/select.go:351)",
+		"net/http.(*persistConn).roundTrip (/usr/local/go/src/net/http/transport.go:2911)",
+		"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp.(*Transport).RoundTrip (otelhttp/transport.go:268)",
+		"net/http.(*Client).Do (/usr/local/go/src/net/http/client.go:592)",
+		"github.com/tsenart/vegeta/v12/lib.(*Attacker).hit (lib/attack.go:440)",
+		"main.attack (main.go:90)",
+	}}
+	if got := w.Caller(); got != "github.com/tsenart/vegeta/v12/lib.(*Attacker).hit (lib/attack.go:440)" {
+		t.Errorf("Caller %q", got)
+	}
+	w.Stack = w.Stack[:5]
+	if got := w.Caller(); got != "" {
+		t.Errorf("library frames only: Caller %q", got)
+	}
+	d := Deadline{WaitingAt: "x", Waiters: []Waiter{{At: "y", Stack: []string{"main.a"}}, {At: "x", Stack: []string{"runtime.gopark", "main.b"}}}}
+	if got := d.CallerAt(); got != "main.b" {
+		t.Errorf("CallerAt %q, want the WaitingAt waiter's", got)
+	}
+}

@@ -64,6 +64,7 @@ const (
 	attrTraceNote   = "timeout.trace_note"
 	attrGoroutine   = "timeout.goroutine"
 	attrWaitingAt   = "timeout.waiting_at"
+	attrCallerAt    = "timeout.caller_at"
 	attrPeerAddr    = "network.peer.address"
 	attrPeerPort    = "network.peer.port"
 	// server.* name the upstream a client connection called: set only
@@ -186,6 +187,9 @@ func planSpan(r *correlate.Report, p Process) spanPlan {
 		a = append(a, attribute.String(attrTraceSource, d.TraceSource))
 	} else if d.TraceNote != "" {
 		a = append(a, attribute.String(attrTraceNote, d.TraceNote))
+	}
+	if c := d.CallerAt(); c != "" {
+		a = append(a, attribute.String(attrCallerAt, c))
 	}
 	if d.WaitingAt != "" {
 		a = append(a, attribute.String(attrWaitingAt, d.WaitingAt))

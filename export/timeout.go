@@ -46,7 +46,13 @@ type TimeoutJSON struct {
 	// Where the request was waiting when the deadline expired: a goroutine
 	// parked on the context's Done channel, read at the expiry (no detail
 	// probe needed). Absent when none was (docs/cli.md says when).
-	WaitingAt    string   `json:"waiting_at,omitempty"`
+	WaitingAt string `json:"waiting_at,omitempty"`
+	// CallerAt: the first frame of the waiting goroutine's stack outside
+	// the runtime, the standard library's network packages and the RPC
+	// libraries: the program's code whose call was waiting. Read at the
+	// expiry, so present without the detail tier; often where the
+	// deadline was set, which created_at says when the detail tier saw it.
+	CallerAt     string   `json:"caller_at,omitempty"`
 	WaitingGoid  uint64   `json:"waiting_goroutine,omitempty"`
 	WaitingStack []string `json:"waiting_stack,omitempty"`
 	Waiters      int      `json:"waiters,omitempty"` // goroutines parked on Done (at most 4 read)
@@ -97,6 +103,7 @@ func NewTimeoutJSON(d *event.Deadline) TimeoutJSON {
 		j.ElapsedMs = ms(e)
 	}
 	j.Unwaited = d.Unwaited()
+	j.CallerAt = d.CallerAt()
 	if d.WaitingAt != "" {
 		j.WaitingAt, j.Waiters = d.WaitingAt, len(d.Waiters)
 		for _, w := range d.Waiters {

@@ -420,7 +420,7 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 			row.unwaited++
 		}
 		if os.Getenv("TT_REALPROG_LOG") != "" {
-			t.Logf("report pid %d %s/%s, waiting_at %q (%d waiters, conns %v), created_at %v: %s (%s)", r.PID, r.Cause.Class, r.Cause.Confidence, r.WaitingAt, r.Waiters, r.WaitingConns, r.CreatedAt, r.Cause.Summary, r.Cause.Note)
+			t.Logf("report pid %d %s/%s, waiting_at %q (%d waiters, conns %v), caller_at %q, created_at %v, budget %s from %q: %s (%s)", r.PID, r.Cause.Class, r.Cause.Confidence, r.WaitingAt, r.Waiters, r.WaitingConns, r.CallerAt, jsonOf(r.CreatedAt), jsonOf(r.BudgetMs), r.BudgetFrom, r.Cause.Summary, r.Cause.Note)
 		}
 		class := string(r.Cause.Class)
 		row.classes[class]++
