@@ -201,6 +201,12 @@ func (c *Correlator) waitCandidates(d *event.Deadline, sp span) ([]*evidence, st
 	if len(conns) == 0 {
 		return nil, ""
 	}
+	// The detail tier's bindings of the creating goroutine that name the
+	// same connection are said beside it: two probes agreeing.
+	var probed []bound
+	if d.Detail && d.CreatedGoid != 0 && sp.created != 0 {
+		probed = c.boundIn(gkey{d.PID, d.CreatedGoid}, sp.lo, sp.expiry)
+	}
 	out := c.cands[:0]
 	missing := 0
 	for _, cookie := range conns {
@@ -209,7 +215,13 @@ func (c *Correlator) waitCandidates(d *event.Deadline, sp span) ([]*evidence, st
 			missing++
 			continue
 		}
-		out = append(out, c.examine(i, sp, "waiting:"+waitFrameOf(d, cookie)))
+		via := "waiting:" + waitFrameOf(d, cookie)
+		for _, b := range probed {
+			if b.cookie == cookie {
+				via += "+binding:" + sourceList(b.srcs)
+			}
+		}
+		out = append(out, c.examine(i, sp, via))
 	}
 	c.sortEvidence(out)
 	c.cands = out

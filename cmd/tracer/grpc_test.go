@@ -44,9 +44,11 @@ func TestTraceContextGRPCNoMetadata(t *testing.T) {
 
 // TestCauseGRPCSlowPeerExact: gRPC calls to a server slower than the
 // deadline: with the detail tier, each call is bound to its connection at
-// (*http2Client).NewStream, so the verdict is slow_peer and exact — the
-// transport's own goroutines do the I/O, so without the binding it could
-// only be inferred.
+// (*http2Client).NewStream, and at the expiry through waitOnHeader's
+// stream; both name the same connection (via "waiting:…+binding:
+// grpc_stream"), so the verdict is slow_peer and exact — the transport's
+// own goroutines do the I/O, so without the bindings it could only be
+// inferred.
 func TestCauseGRPCSlowPeerExact(t *testing.T) {
 	requireGoTracing(t)
 	server := []string{"grpc-server", "-addr", ":8080", "-delay", "400ms"}
