@@ -63,6 +63,15 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 	if waitNote != "" {
 		notes = append(notes, waitNote)
 	}
+	// A tail loss probe alone (a delayed ACK on a healthy network fires
+	// one; in a lookback window, on a pooled connection, it may be an
+	// earlier request's) does not make the binding this request's cause:
+	// the other rules, with their guards for it, decide (TestLocalGCPause:
+	// 3 ms requests on a healthy network read tlp 4 times of 311).
+	if len(waitCands) > 0 && !slices.ContainsFunc(waitCands, func(e *evidence) bool { return e.class != ClassTLP }) {
+		notes = append(notes, "the connection it waited on at the expiry showed only a tail loss probe: the other rules decide")
+		waitCands = nil
+	}
 	switch {
 	case len(waitCands) > 0:
 		cands = waitCands

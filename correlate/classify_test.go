@@ -913,6 +913,9 @@ func TestBoundAtTheExpiry(t *testing.T) {
 		{"slow request beside a blackhole", 2, ClassSlowPeer, Exact, "bound at the expiry: 1 goroutine of pid 10 waited on 1 connection (http.(*persistConn).roundTrip)"},
 		{"request on the blackholed connection", 1, ClassRTO, Exact, "bound at the expiry"},
 		{"connection not in the tables", 99, ClassUnknown, Ambiguous, "1 connection the request waited on at the expiry has no record"},
+		// A lone tail loss probe on the bound connection, in a lookback
+		// window that holds its earlier requests: not taken as the cause.
+		{"tail loss probe only", 3, ClassUnknown, Ambiguous, "showed only a tail loss probe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := newScenario("t", "")
@@ -923,6 +926,11 @@ func TestBoundAtTheExpiry(t *testing.T) {
 			slow := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.3:80", 100*time.Microsecond)
 			slow.handshake(0, 0)
 			slow.act(8100, 0, true)
+			probed := sc.conn(3, 10, "app", "10.0.0.1:1002", "10.0.0.3:80", 100*time.Microsecond)
+			probed.handshake(0, 0)
+			probed.act(7000, 0, true)
+			probed.act(8100, 0, true)
+			probed.tcp(9500, event.TCPTLP)
 			sc.deadline(10, "app", 8100, 1500, 0, "", noDetail(), func(d *event.Deadline) {
 				d.WaitersRead, d.WaitingAt = true, "net/http.(*persistConn).roundTrip (/go/src/net/http/transport.go:2911)"
 				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: tc.conn, ConnFrame: "net/http.(*persistConn).roundTrip"}}
