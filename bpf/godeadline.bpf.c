@@ -190,6 +190,11 @@ static __always_inline void read_chan_waiters(struct tt_go_event *e, __u64 c, co
 		if (!g)
 			break;
 		e->waiter_goid[i] = read_u64(g + off->g_goid);
+		if (off->g_selectdone) {
+			__u32 done = 0;
+			bpf_probe_read_user(&done, sizeof(done), (void *)(g + off->g_selectdone));
+			e->waiter_woken[i] = done != 0;
+		}
 		e->waiter_pcs[i][0] = read_u64(g + off->g_sched_pc);
 		__u64 fp = read_u64(g + off->g_sched_bp);
 		for (int j = 1; j < TT_GO_WAIT_STACK; j++) {
@@ -287,7 +292,9 @@ static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const st
 		if (fd < 0)
 			continue;
 		e->waiter_fd[i] = (__s32)fd;
-		e->waiter_cookie[i] = fd_cookie(fd);
+		struct sock *sk = fd_sock(fd);
+		e->waiter_cookie[i] = sk_cookie(sk);
+		e->waiter_unread[i] = sk_unread(sk, &e->waiter_rcv_age[i], &e->waiter_snd_age[i]);
 	}
 }
 
@@ -328,6 +335,7 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->ts_ns = bpf_ktime_get_ns();
+	e->jiffies = bpf_jiffies64();
 	e->ctx = c;
 	e->pid = tgid;
 	e->tid = (__u32)pid_tgid;

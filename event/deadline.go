@@ -113,6 +113,27 @@ type Waiter struct {
 	// probe could follow; set even when the socket had no cookie yet. Not
 	// recorded: a descriptor names nothing once the process is gone.
 	ConnFD int32
+	// Woken: another case of the goroutine's select had won already when
+	// the timer fired (a send or a close on another of its channels: for
+	// a round trip, the response handed over), and the
+	// goroutine had not run since: it was no longer waiting on the
+	// context, only for a CPU.
+	Woken bool
+
+	// ConnUnread is how many bytes the connection had received and the
+	// process had not read at the expiry (0: none, or not read).
+	// ConnRcvAgo is how long at least it had been since the connection's
+	// last data segment arrived (how long unread bytes had waited, at
+	// least), and ConnSentAgo how long at most since the process last sent
+	// data on it, both to the kernel's tick (0: not known, or less than a
+	// tick). ConnAnswered:
+	// the last segment in arrived after (or in the tick of) the last send,
+	// an answer to what was sent; ConnAnsweredLater: in a later tick.
+	ConnUnread        uint32
+	ConnRcvAgo        time.Duration
+	ConnSentAgo       time.Duration
+	ConnAnswered      bool
+	ConnAnsweredLater bool
 }
 
 // libraryFrames are the packages a waiting goroutine's stack passes
@@ -216,6 +237,23 @@ func (d *Deadline) BudgetFrom() (time.Duration, string, bool) {
 		return b, "span_start", true
 	}
 	return 0, "", false
+}
+
+// Late is how long after its deadline the context's timer fired: from the
+// creation's monotonic clock and the budget when the creation was seen,
+// else from the wall clocks of the deadline and of the expiry. False for a
+// deadline that was already past when it was set.
+func (d *Deadline) Late() (time.Duration, bool) {
+	if d.Kind != TimerFired || d.Deadline.IsZero() {
+		return 0, false
+	}
+	if b, ok := d.Budget(); ok && d.CreatedMono != 0 && d.CreatedMono <= d.Mono && b >= 0 {
+		return max(time.Duration(d.Mono-d.CreatedMono)-b, 0), true
+	}
+	if d.Time.IsZero() {
+		return 0, false
+	}
+	return max(d.Time.Sub(d.Deadline), 0), true
 }
 
 // Elapsed is the context's life from creation to expiry, when known.

@@ -60,6 +60,7 @@ func ProbeFields() []FieldRef {
 		{"runtime.sudog", "next"},
 		{"runtime.g", "sched.pc"},
 		{"runtime.g", "sched.bp"},
+		{"runtime.g", "selectDone"},
 		{"internal/runtime/maps.Map", "dirPtr"},
 		{"internal/runtime/maps.Map", "dirLen"},
 	}

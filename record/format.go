@@ -134,6 +134,13 @@ type waiter struct {
 	// The connection it waited on (a socket cookie) and the frame that named it.
 	Conn      uint64 `json:"conn,omitempty"`
 	ConnFrame string `json:"conn_frame,omitempty"`
+	// What it had received and not read at the expiry (event.Waiter).
+	ConnUnread   uint32 `json:"conn_unread,omitempty"`
+	ConnRcvAgo   string `json:"conn_rcv_ago,omitempty"`
+	ConnSentAgo  string `json:"conn_sent_ago,omitempty"`
+	ConnAnswered bool   `json:"conn_answered,omitempty"`
+	ConnLater    bool   `json:"conn_answered_later,omitempty"`
+	Woken        bool   `json:"woken,omitempty"`
 }
 
 // toLine fills l (reset by the caller) from an event.
@@ -167,7 +174,8 @@ func toLine(ev event.Any, l *line) error {
 			CreatedStack: e.CreatedStack, CreatedGoid: e.CreatedGoid, WaitingAt: e.WaitingAt, WaitersRead: e.WaitersRead,
 		}
 		for _, w := range e.Waiters {
-			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame})
+			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
+				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken})
 		}
 		if e.Kind != 0 {
 			l.Kind = e.Kind.String()
@@ -262,7 +270,12 @@ func fromLine(l *line) (event.Any, error) {
 			CreatedStack: l.CreatedStack, CreatedGoid: l.CreatedGoid, WaitingAt: l.WaitingAt, WaitersRead: l.WaitersRead,
 		}
 		for _, w := range l.Waiters {
-			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame})
+			uf, err := parseDur(w.ConnRcvAgo)
+			check("conn_rcv_ago", err)
+			sa, err := parseDur(w.ConnSentAgo)
+			check("conn_sent_ago", err)
+			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
+				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken})
 		}
 		var err error
 		e.Kind, err = parseExpiry(l.Kind)

@@ -49,7 +49,7 @@ struct tt_go_offsets {
 	__u32 has_children;
 	__u32 map_dirptr;          /* internal/runtime/maps.Map.dirPtr */
 	__u32 map_dirlen;          /* internal/runtime/maps.Map.dirLen */
-	__u32 pad1;
+	__u32 g_selectdone;        /* runtime.g.selectDone, 0: unknown */
 };
 
 /*
@@ -265,6 +265,21 @@ struct tt_go_event {
 	 * deadline (trace_status TT_TRACE_FOUND), 0 when it records none. */
 	__u64 span_start_wall;
 	__s64 span_start_ext;
+	/* Each waiter's connection (waiter_cookie non-zero) at the expiry: the
+	 * bytes received and not yet read by the process (rcv_nxt - copied_seq,
+	 * a FIN not counted), the jiffies since its last data segment arrived
+	 * (icsk_ack.lrcvtime) and since the process last sent data on it
+	 * (lsndtime). jiffies is bpf_jiffies64() at the
+	 * expiry: userspace derives HZ from it and ts_ns. */
+	__u32 waiter_unread[TT_GO_WAITERS];
+	__u32 waiter_rcv_age[TT_GO_WAITERS];
+	__u32 waiter_snd_age[TT_GO_WAITERS];
+	/* Each waiter's g.selectDone: 1 when another case of its select had
+	 * won already (a sender, the response, took it), the goroutine not run
+	 * since; it was no longer waiting on the context. */
+	__u8 waiter_woken[TT_GO_WAITERS];
+	__u8 _pad4[4];
+	__u64 jiffies;
 };
 
 #endif

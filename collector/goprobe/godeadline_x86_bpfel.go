@@ -113,6 +113,12 @@ type godeadlineTtGoEvent struct {
 	Pad3           [4]uint8
 	SpanStartWall  uint64
 	SpanStartExt   int64
+	WaiterUnread   [4]uint32
+	WaiterRcvAge   [4]uint32
+	WaiterSndAge   [4]uint32
+	WaiterWoken    [4]uint8
+	Pad4           [4]uint8
+	Jiffies        uint64
 }
 
 type godeadlineTtGoExpiry uint32
@@ -208,7 +214,7 @@ type godeadlineTtGoOffsets struct {
 	HasChildren       uint32
 	MapDirptr         uint32
 	MapDirlen         uint32
-	Pad1              uint32
+	G_selectdone      uint32
 	_                 [4]byte
 }
 

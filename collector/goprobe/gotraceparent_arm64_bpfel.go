@@ -121,7 +121,7 @@ type gotraceparentTtGoOffsets struct {
 	HasChildren       uint32
 	MapDirptr         uint32
 	MapDirlen         uint32
-	Pad1              uint32
+	G_selectdone      uint32
 	_                 [4]byte
 }
 

@@ -3,6 +3,7 @@ package goprobe
 import (
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/timeout-tracer/tracer/event"
 )
@@ -32,6 +33,12 @@ func (p *Process) resolveWaiters(offs *godeadlineTtGoOffsets) {
 		*f.dst = uint32(off)
 	}
 	offs.HasWaiters, p.waitersRead = 1, true
+	// Whether a waiter's select had been won by another case already.
+	if off, err := p.bin.FieldOffset("runtime.g", "selectDone"); err == nil {
+		offs.G_selectdone = uint32(off)
+	} else {
+		p.log.Debug("waiters woken by another case not told apart", "err", err)
+	}
 	// The children map: a swiss map since Go 1.24 (the default then; a
 	// binary built with GOEXPERIMENT=noswissmap has no such type in its
 	// DWARF, and without DWARF the table says what the release's default
@@ -54,7 +61,7 @@ func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
 	}
 	ws := make([]event.Waiter, 0, n)
 	for i := range n {
-		w := event.Waiter{Goid: r.WaiterGoid[i]}
+		w := event.Waiter{Goid: r.WaiterGoid[i], Woken: r.WaiterWoken[i] != 0}
 		for _, pc := range r.WaiterPcs[i] {
 			if pc == 0 {
 				break
@@ -65,6 +72,21 @@ func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
 		}
 		w.At = waitingFrame(w.Stack)
 		w.Conn, w.ConnFrame, w.ConnFD = p.waiterConn(r, i)
+		if w.ConnFD >= 0 {
+			w.ConnUnread = r.WaiterUnread[i]
+			rcv, snd := r.WaiterRcvAge[i], r.WaiterSndAge[i]
+			w.ConnAnswered = rcv <= snd
+			w.ConnAnsweredLater = rcv < snd
+			// lrcvtime and lsndtime are the ticks of the last segment in
+			// and out: at least age-1 whole ticks have passed since the
+			// one, at most age+1 since the other.
+			if tick := tickOf(r.Jiffies, r.TsNs); tick != 0 && rcv < 1<<30 && snd < 1<<30 {
+				if rcv > 1 {
+					w.ConnRcvAgo = time.Duration(rcv-1) * tick
+				}
+				w.ConnSentAgo = time.Duration(snd+1) * tick
+			}
+		}
 		ws = append(ws, w)
 	}
 	return ws

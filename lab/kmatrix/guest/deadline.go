@@ -165,10 +165,19 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 				break
 			}
 			var fds []int32
+			var sentAgo time.Duration
 			for _, w := range e.Waiters {
 				if w.ConnFrame != "" {
 					fds = append(fds, w.ConnFD)
+					sentAgo = max(sentAgo, w.ConnSentAgo)
 				}
+			}
+			// The socket's send timestamp (lsndtime, CO-RE) in the
+			// kernel's ticks, HZ derived from jiffies and the clock: the
+			// request went out within the budget before the expiry.
+			if sentAgo <= 0 || sentAgo > 2*time.Second {
+				errs = append(errs, fmt.Errorf("an HTTP timeout's connection last sent %v before the expiry, want within the budget", sentAgo))
+				break
 			}
 			if len(fds) == 0 || !slices.Contains(want.HTTPFDs, int(fds[0])) {
 				errs = append(errs, fmt.Errorf("an HTTP timeout bound at the expiry to descriptors %v, want one of the target's %v", fds, want.HTTPFDs))

@@ -1,0 +1,57 @@
+package goprobe
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// The kernel's tick (1/HZ), which the socket's receive timestamps
+// (icsk_ack.lrcvtime, lsndtime) count in. The kernel does not export HZ
+// (sysconf's CLK_TCK is USER_HZ, 100 whatever HZ is), and the config file
+// is not on every node; the expiry event carries bpf_jiffies64() and the
+// monotonic clock at the same instant, and on a 64-bit kernel jiffies start
+// at INITIAL_JIFFIES, (unsigned int)(-300*HZ), when the monotonic clock
+// starts at 0: jiffies - 2^32 = HZ * (seconds since boot - 300). The HZ
+// values Linux allows are tried; one that predicts jiffies within two
+// seconds' worth of ticks (the clocks start a moment apart at boot) is it.
+// In the first minutes after boot (the predictions too close together)
+// none is chosen and the tick stays unknown.
+var hzCandidates = []uint64{100, 250, 300, 1000, 24, 32, 48, 64, 128, 200, 256, 512, 1024, 1200}
+
+// kernelTick is the tick once derived (as nanoseconds), 0 before.
+var kernelTick atomic.Int64
+
+func tickOf(jiffies, monoNs uint64) time.Duration {
+	if t := kernelTick.Load(); t != 0 {
+		return time.Duration(t)
+	}
+	hz := deriveHZ(jiffies, monoNs)
+	if hz == 0 {
+		return 0
+	}
+	t := time.Second / time.Duration(hz)
+	kernelTick.Store(int64(t))
+	return t
+}
+
+// deriveHZ is the HZ that relates jiffies to the monotonic clock, 0 when
+// none or several do.
+func deriveHZ(jiffies, monoNs uint64) uint64 {
+	if jiffies == 0 {
+		return 0
+	}
+	found := uint64(0)
+	for _, hz := range hzCandidates {
+		// jiffies = 2^32 - 300*HZ + HZ*mono (mono in seconds), in
+		// nanosecond-scaled integers to stay exact: the offset from the
+		// prediction in ticks.
+		pred := float64(1<<32) - 300*float64(hz) + float64(hz)*float64(monoNs)/1e9
+		if d := float64(jiffies) - pred; d < 2*float64(hz) && d > -2*float64(hz) {
+			if found != 0 {
+				return 0
+			}
+			found = hz
+		}
+	}
+	return found
+}
