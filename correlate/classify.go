@@ -117,6 +117,7 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		cands = c.processCandidates(d, sp)
 		c.decideProcess(&cause, cands, d, w)
 	}
+	c.heldAnswer(&cause, d, cands)
 	dialWaiting(&cause, d)
 	if cause.Note != "" {
 		notes = append(notes, cause.Note)
@@ -184,7 +185,7 @@ func networkWait(at string) bool {
 // blackholed peer would send the engineer the wrong way, so the class is
 // unknown. Waiting elsewhere, the summary says where.
 func checkWaiting(cause *Cause, d *event.Deadline) {
-	if cause.Class != ClassLocal || d.WaitingAt == "" {
+	if cause.Class != ClassLocal || d.WaitingAt == "" || heldLocal(cause) {
 		return
 	}
 	if networkWait(d.WaitingAt) {

@@ -943,3 +943,116 @@ func TestBoundAtTheExpiry(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerHeldByTheProcess: a request bound at the expiry to a healthy
+// connection is slow_peer, unless the answer was in the process already:
+// unread in the socket for most of the time since the request went out
+// (HTTP/1), or handed to the waiting goroutine, which had not run since.
+func TestAnswerHeldByTheProcess(t *testing.T) {
+	const rt, rl = "net/http.(*persistConn).roundTrip", "net/http.(*persistConn).readLoop"
+	ms := func(v float64) time.Duration { return time.Duration(v * 1e6) }
+	for _, tc := range []struct {
+		name    string
+		conn    uint64
+		ws      []event.Waiter
+		detail  bool // the creation seen: the life is known
+		class   Class
+		conf    Confidence
+		noteIn  string
+		summary string
+	}{
+		{"answer unread for most of the time since the request", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, ConnUnread: 176, ConnRcvAgo: ms(1400), ConnSentAgo: ms(1450), ConnAnswered: true}},
+			false, ClassLocal, Exact, "without the unread answer the verdict was slow_peer", "answered within 50 ms of the request: 176 bytes waited unread"},
+		{"answer unread, life known, the request sent late", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, ConnUnread: 176, ConnRcvAgo: ms(100), ConnSentAgo: ms(300), ConnAnswered: true}},
+			true, ClassLocal, Exact, "without the unread answer", "answered within 200 ms"},
+		{"answer arrived just before the expiry", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, ConnUnread: 176, ConnRcvAgo: ms(4), ConnSentAgo: ms(1450), ConnAnswered: true}},
+			false, ClassSlowPeer, Exact, "the class stays slow_peer: the peer may have taken the larger part", "did not answer"},
+		{"answer arrived late in a known life", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, ConnUnread: 176, ConnRcvAgo: ms(400), ConnSentAgo: ms(1450), ConnAnswered: true}},
+			true, ClassSlowPeer, Exact, "the peer took up to 1050 ms of the context's 1500 ms life", "did not answer"},
+		{"bytes from before the request", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, ConnUnread: 176, ConnRcvAgo: ms(1400), ConnSentAgo: ms(1300)}},
+			false, ClassSlowPeer, Exact, "bound at the expiry", "did not answer"},
+		{"multiplexed connection", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: "net/http.(*http2ClientConn).roundTrip", ConnUnread: 90, ConnRcvAgo: ms(1400), ConnSentAgo: ms(1450), ConnAnswered: true}},
+			false, ClassSlowPeer, Exact, "the connection is multiplexed", "did not answer"},
+		{"response handed to roundTrip, readLoop waiting for the body", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, Woken: true, ConnRcvAgo: ms(1200), ConnSentAgo: ms(1450), ConnAnswered: true}, {Goid: 8, Conn: 2, ConnFrame: rl}},
+			false, ClassLocal, Exact, "without the woken waiter the verdict was slow_peer", "answered within 250 ms of the request: goroutine 7, waiting in http.(*persistConn).roundTrip, had been handed the answer"},
+		{"response handed over late in the life", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, Woken: true, ConnRcvAgo: ms(100), ConnSentAgo: ms(1450), ConnAnswered: true}, {Goid: 8, Conn: 2, ConnFrame: rl}},
+			true, ClassSlowPeer, Exact, "had been handed the answer before the expiry and had not run since; the class stays slow_peer: the peer took up to 1350 ms", "did not answer"},
+		{"response handed over, the tick not known", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, Woken: true, ConnAnswered: true}, {Goid: 8, Conn: 2, ConnFrame: rl}},
+			false, ClassSlowPeer, Exact, "when the peer answered is not known", "did not answer"},
+		{"roundTrip woken, data in after the request", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, Woken: true, ConnAnswered: true, ConnAnsweredLater: true, ConnRcvAgo: ms(1200), ConnSentAgo: ms(1450)}},
+			false, ClassLocal, Exact, "without the woken waiter", "had been handed the answer"},
+		// Woken by the request's write completing: the response may not have come.
+		{"roundTrip woken alone", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, Woken: true, ConnAnswered: true, ConnRcvAgo: ms(1200), ConnSentAgo: ms(1450)}},
+			false, ClassSlowPeer, Exact, "bound at the expiry", "did not answer"},
+		{"gRPC headers arrived", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: "google.golang.org/grpc/internal/transport.(*ClientStream).waitOnHeader", Woken: true, ConnAnswered: true, ConnRcvAgo: ms(1200), ConnSentAgo: ms(1450)}},
+			false, ClassLocal, Exact, "without the woken waiter", "had been handed the answer"},
+		// Network trouble on the connection decides, whatever the process did.
+		{"woken on the blackholed connection", 1,
+			[]event.Waiter{{Goid: 7, Conn: 1, ConnFrame: rt, Woken: true}, {Goid: 8, Conn: 1, ConnFrame: rl}, {Goid: 9, Conn: 1, ConnFrame: rt, ConnUnread: 10, ConnRcvAgo: ms(1400), ConnSentAgo: ms(1450), ConnAnswered: true}},
+			false, ClassRTO, Exact, "bound at the expiry", "RTO"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScenario("t", "")
+			bh := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+			bh.handshake(0, 0)
+			bh.act(8000, 0, true)
+			bh.blackhole(8000, 9600)
+			slow := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.3:80", 100*time.Microsecond)
+			slow.handshake(0, 0)
+			slow.act(8100, 0, true)
+			opts := []dlOpt{func(d *event.Deadline) {
+				d.WaitersRead, d.WaitingAt = true, rt+" (/go/src/net/http/transport.go:2911)"
+				d.Waiters = tc.ws
+			}}
+			if !tc.detail {
+				opts = append(opts, noDetail())
+			}
+			sc.deadline(10, "app", 8100, 1500, 0, "", opts...)
+			r := one(t, sc)
+			expect(t, r, tc.class, tc.conf)
+			if !strings.Contains(r.Cause.Note, tc.noteIn) {
+				t.Errorf("note %q, want %q in it", r.Cause.Note, tc.noteIn)
+			}
+			if !strings.Contains(r.Cause.Summary, tc.summary) {
+				t.Errorf("summary %q, want %q in it", r.Cause.Summary, tc.summary)
+			}
+			if tc.class == ClassLocal && r.Cause.Unread == nil && r.Cause.Delivered == nil {
+				t.Errorf("local from the held answer without its figures: %+v", r.Cause)
+			}
+		})
+	}
+}
+
+// TestHeldAnswerNamesTheLocalKind: the answer waited unread while the
+// process's threads waited for a CPU for a fifth of the life: the
+// run-queue figure names the class (a third of the usual share suffices
+// once the answer shows the process lost the time).
+func TestHeldAnswerNamesTheLocalKind(t *testing.T) {
+	sc := newScenario("t", "")
+	slow := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.3:80", 100*time.Microsecond)
+	slow.handshake(0, 0)
+	slow.act(8100, 0, true)
+	sc.sampled(10, event.LocalRunqueue, 7000, 9700, 100, 20, 1)
+	sc.deadline(10, "app", 8100, 1500, 0, "", func(d *event.Deadline) {
+		d.WaitersRead, d.WaitingAt = true, "net/http.(*persistConn).roundTrip (/go/src/net/http/transport.go:2911)"
+		d.Waiters = []event.Waiter{{Goid: 7, Conn: 2, ConnFrame: "net/http.(*persistConn).roundTrip", Woken: true, ConnAnswered: true,
+			ConnRcvAgo: 1200 * time.Millisecond, ConnSentAgo: 1450 * time.Millisecond}, {Goid: 8, Conn: 2, ConnFrame: "net/http.(*persistConn).readLoop"}}
+	})
+	r := one(t, sc)
+	expect(t, r, ClassRunqueueDelay, Exact)
+	if !strings.Contains(r.Cause.Note, "without the local figures the verdict was local") {
+		t.Errorf("note %q", r.Cause.Note)
+	}
+}

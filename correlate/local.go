@@ -241,6 +241,12 @@ func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
 		// connection, with 155 ms throttled).
 		need /= 3
 	}
+	if heldLocal(cause) {
+		// The answer arrived in time and waited unread: the process lost
+		// the time, and the largest local figure says to what, at the
+		// same third of the share.
+		need = c.cfg.LocalShare / 3
+	}
 	if life == 0 || lost[best] == 0 || float64(lost[best]) < need*float64(life) {
 		return
 	}

@@ -24,7 +24,7 @@ const (
 	ClassCPUThrottled   Class = "cpu_throttled"   // the cgroup's CPU quota ran out: the process was throttled for much of the budget
 	ClassRunqueueDelay  Class = "runqueue_delay"  // the process's threads waited for a CPU for much of the budget
 	ClassGCPause        Class = "gc_pause"        // the Go GC stopped the world for much of the budget
-	ClassLocal          Class = "local"           // no network I/O during the context's life: pool, lock, queue
+	ClassLocal          Class = "local"           // no network I/O during the context's life (pool, lock, queue), or the answer arrived in time and the process did not read it
 	ClassUnknown        Class = "unknown"         // no cause could be established; the note says why
 )
 
@@ -119,6 +119,13 @@ type Cause struct {
 	// context's life, when a local source (cgroup CPU throttling, run-queue
 	// delay, GC pauses) was watching the process; nil otherwise.
 	Local *LocalTime `json:"local,omitempty"`
+	// Unread is the answer the process held unread at the expiry on the
+	// connection the request waited on (HTTP/1, HTTP/2, gRPC), when it
+	// had received some; see unreadAnswer for when it makes the class.
+	Unread *Unread `json:"answer_unread,omitempty"`
+	// Delivered is the request's goroutine that had been handed its answer
+	// before the expiry and had not run since (answerDelivered).
+	Delivered *Delivered `json:"answer_delivered,omitempty"`
 }
 
 // LocalTime is what the process lost to itself or its node during a

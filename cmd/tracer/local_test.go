@@ -184,6 +184,13 @@ func TestLocalRunqueueDelay(t *testing.T) {
 		}
 	}
 	t.Logf("client outcomes %v, errors %v", outcomes, errs)
+	logged := 0
+	for _, r := range run.reports {
+		if r.Cause.Class != "runqueue_delay" && logged < 6 {
+			logged++
+			t.Logf("%s/%s: %s (note: %s)", r.Cause.Class, r.Cause.Confidence, r.Cause.Summary, r.Cause.Note)
+		}
+	}
 	if len(run.reports) < 10 {
 		t.Fatalf("%d reports, want most of the 60 requests to time out: %s", len(run.reports), run.stderr)
 	}
@@ -257,6 +264,13 @@ func TestLocalGCPause(t *testing.T) {
 			break
 		}
 	}
+	perClass := map[string]int{}
+	for _, r := range run.reports {
+		if c := string(r.Cause.Class); perClass[c] < 2 {
+			perClass[c]++
+			t.Logf("%s/%s: %s (note: %s)", c, r.Cause.Confidence, r.Cause.Summary, r.Cause.Note)
+		}
+	}
 	for i, r := range run.reports {
 		if l := r.Cause.Local; l != nil && i < 15 && l.GCPauseMs != nil && l.RunqueueMs != nil {
 			t.Logf("%s: gc %.1f ms, run-queue %.1f ms of %.1f ms", r.Cause.Class, *l.GCPauseMs, *l.RunqueueMs, l.WindowMs)
@@ -291,7 +305,10 @@ func TestLocalGCPause(t *testing.T) {
 		if r.Cause.Class == "slow_peer" {
 			need = 0.5
 		}
-		if *l.GCPauseMs >= need*l.WindowMs && *l.GCPauseMs > rq && r.Cause.Class != "gc_pause" {
+		// The figures are in whole microseconds, the rule's shares are
+		// not: a pause within a microsecond of the share is not judged
+		// (CI: 2.25 of 4.50 ms read 50 % and stayed slow_peer).
+		if *l.GCPauseMs >= need*l.WindowMs+0.002 && *l.GCPauseMs > rq && r.Cause.Class != "gc_pause" {
 			t.Errorf("GC paused %.1f of %.1f ms (run-queue %.1f), yet class %s (%s)", *l.GCPauseMs, l.WindowMs, rq, r.Cause.Class, r.Cause.Note)
 		}
 	}
