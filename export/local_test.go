@@ -76,3 +76,32 @@ func TestTableShowsLocalFigures(t *testing.T) {
 		t.Errorf("table:\n%s", buf.String())
 	}
 }
+
+// The answer the process held becomes span attributes: what held it and
+// its figures; a report without one has none.
+func TestSpanCarriesHeldAnswer(t *testing.T) {
+	attrs := func(rep correlate.Report) map[attribute.Key]attribute.Value {
+		got := map[attribute.Key]attribute.Value{}
+		for _, a := range planSpan(&rep, Process{}).attrs {
+			got[a.Key] = a.Value
+		}
+		return got
+	}
+	rep := sampleReport()
+	rep.Cause.Class = correlate.ClassLocal
+	rep.Cause.Unread = &correlate.Unread{Peer: "10.0.0.3:80", Bytes: 176, ForMs: 44, SentAgoMs: 52}
+	got := attrs(rep)
+	if got[attrAnswerHeld].AsString() != "unread" || got[attrAnswerBytes].AsInt64() != 176 || got[attrAnswerUnreadMs].AsFloat64() != 44 {
+		t.Errorf("unread answer: %v %v %v", got[attrAnswerHeld], got[attrAnswerBytes], got[attrAnswerUnreadMs])
+	}
+	rep.Cause.Unread, rep.Cause.Delivered = nil, &correlate.Delivered{Peer: "10.0.0.3:80", Goid: 7, Frame: "http.(*persistConn).roundTrip", PeerMs: 8}
+	got = attrs(rep)
+	if got[attrAnswerHeld].AsString() != "delivered" || got[attrAnswerPeerMs].AsFloat64() != 8 {
+		t.Errorf("delivered answer: %v %v", got[attrAnswerHeld], got[attrAnswerPeerMs])
+	}
+	for k := range attrs(sampleReport()) {
+		if strings.HasPrefix(string(k), "timeout.answer.") {
+			t.Errorf("%s on a report without a held answer", k)
+		}
+	}
+}

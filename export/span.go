@@ -114,6 +114,12 @@ const (
 	attrLocalRunqueue   = "timeout.local.runqueue_ms"
 	attrLocalGCPause    = "timeout.local.gc_pause_ms"
 	attrLocalWindow     = "timeout.local.window_ms"
+	// The answer the process held at the expiry (cause.answer_unread,
+	// cause.answer_delivered): "unread" or "delivered", and its figures.
+	attrAnswerHeld     = "timeout.answer.held"
+	attrAnswerBytes    = "timeout.answer.unread_bytes"
+	attrAnswerUnreadMs = "timeout.answer.unread_ms"
+	attrAnswerPeerMs   = "timeout.answer.peer_ms"
 )
 
 // causeContextDeadline is timeout.cause of every report: the reported
@@ -213,6 +219,7 @@ func planSpan(r *correlate.Report, p Process) spanPlan {
 		a = append(a, attribute.String(attrPodUID, p.PodUID))
 	}
 	a = append(a, localAttrs(r.Cause.Local)...)
+	a = append(a, answerAttrs(&r.Cause)...)
 	a = append(a, attribute.Int(attrConnections, len(r.Cause.Connections)))
 	if len(r.Cause.Connections) > 0 {
 		a = append(a, connectionAttrs(&r.Cause.Connections[0])...)
@@ -241,6 +248,19 @@ func localAttrs(l *correlate.LocalTime) []attribute.KeyValue {
 		}
 	}
 	return a
+}
+
+// answerAttrs describe the answer the process held at the expiry, when a
+// rule found one (correlate.Unread, correlate.Delivered).
+func answerAttrs(c *correlate.Cause) []attribute.KeyValue {
+	switch {
+	case c.Delivered != nil:
+		return []attribute.KeyValue{attribute.String(attrAnswerHeld, "delivered"), attribute.Float64(attrAnswerPeerMs, c.Delivered.PeerMs)}
+	case c.Unread != nil:
+		return []attribute.KeyValue{attribute.String(attrAnswerHeld, "unread"), attribute.Int64(attrAnswerBytes, int64(c.Unread.Bytes)),
+			attribute.Float64(attrAnswerUnreadMs, c.Unread.ForMs)}
+	}
+	return nil
 }
 
 // connectionAttrs describes the first connection: the one the class was
