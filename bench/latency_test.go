@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/correlate"
 	"github.com/timeout-tracer/tracer/lab/testprog"
 	"github.com/timeout-tracer/tracer/pipeline"
@@ -46,6 +47,13 @@ func reportLatency(b *testing.B, detail string) {
 	stdin, _ := cl.StdinPipe()
 	startReady(b, cl)
 
+	// The kernel's run statistics of the expiry probe (a clock read per
+	// program run: this benchmark measures no CPU ratio).
+	st, err := collector.EnableRunStats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
 	var mu sync.Mutex
 	var lat []time.Duration
 	p, err := pipeline.Start(pipeline.Config{PID: cl.Process.Pid, Detail: detail}, pipeline.Reports(func(r *correlate.Report) error {
@@ -71,6 +79,10 @@ func reportLatency(b *testing.B, detail string) {
 		b.Fatalf("lab client: %v", err)
 	}
 	time.Sleep(time.Second) // the last reports leave the windows
+	runs, runtime, err := p.Probes().ExpiryRunStats()
+	if err != nil {
+		b.Fatal(err)
+	}
 	cancel()
 	if err := <-ran; err != nil {
 		b.Fatal(err)
@@ -87,6 +99,13 @@ func reportLatency(b *testing.B, detail string) {
 	fmt.Fprintf(os.Stderr, "\nreport latency, expiry -> report (detail=%s, %d reports, 16 requests in flight): p50 %v, p99 %v, max %v\n",
 		detail, len(lat), q(0.50).Round(time.Millisecond), q(0.99).Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 	fmt.Fprintf(os.Stderr, "  of which by design: the grace window %v (the merge waits on the sources' watermarks, no fixed hold)\n", correlate.DefaultConfig().Grace)
+	if runs > 0 {
+		// Each expiry of an HTTP request bound at the expiry: its
+		// waiters, their stacks, the connection's cookie and receive side.
+		fmt.Fprintf(os.Stderr, "  expiry probe in the kernel: %d runs, %.1f µs per expiry (go_timer_fired run time, kernel.bpf_stats_enabled)\n",
+			runs, float64(runtime.Nanoseconds())/float64(runs)/1e3)
+		b.ReportMetric(float64(runtime.Nanoseconds())/float64(runs)/1e3, "bpf-µs/expiry")
+	}
 	b.ReportMetric(float64(q(0.50).Milliseconds()), "p50-ms")
 	b.ReportMetric(float64(q(0.99).Milliseconds()), "p99-ms")
 }

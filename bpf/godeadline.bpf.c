@@ -285,6 +285,8 @@ static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const st
 		e->waiter_fd[i] = -1;
 		if (recv && cl->wait_via[k])
 			recv = read_u64(recv + cl->wait_via[k] - 1);
+		if (recv && cl->wait_via2[k])
+			recv = read_u64(recv + cl->wait_via2[k] - 1);
 		if (!recv)
 			continue;
 		__u64 at = recv + cl->wait_conn[k];

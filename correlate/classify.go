@@ -68,7 +68,9 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 	// earlier request's) does not make the binding this request's cause:
 	// the other rules, with their guards for it, decide (TestLocalGCPause:
 	// 3 ms requests on a healthy network read tlp 4 times of 311).
-	if len(waitCands) > 0 && !slices.ContainsFunc(waitCands, func(e *evidence) bool { return e.class != ClassTLP }) {
+	// A server waiting to read from its client (slowClient) keeps the
+	// binding: its own sends' probe says nothing of what the client sent.
+	if len(waitCands) > 0 && !slices.ContainsFunc(waitCands, func(e *evidence) bool { return e.class != ClassTLP }) && !inboundReading(d) {
 		notes = append(notes, "the connection it waited on at the expiry showed only a tail loss probe: the other rules decide")
 		waitCands = nil
 	}
@@ -118,6 +120,7 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		c.decideProcess(&cause, cands, d, w)
 	}
 	c.heldAnswer(&cause, d, cands)
+	slowClient(&cause, d, cands)
 	dialWaiting(&cause, d)
 	if cause.Note != "" {
 		notes = append(notes, cause.Note)
@@ -146,6 +149,7 @@ var networkWaits = []string{
 	"net/http.(*persistConn).", "net/http.(*http2ClientConn).", "net/http/internal/http2.",
 	"net/http.(*Transport).getConn", "net/http.(*Transport).dialConn", "golang.org/x/net/http2.",
 	"google.golang.org/grpc/internal/transport.", "google.golang.org/grpc.(*csAttempt)", "google.golang.org/grpc.(*clientStream)",
+	"google.golang.org/grpc.(*serverStream).RecvMsg",
 	"net.(*netFD).connect", "net.(*sysDialer).", "net.(*Dialer).", "crypto/tls.(*Conn).",
 }
 

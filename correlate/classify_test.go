@@ -1056,3 +1056,51 @@ func TestHeldAnswerNamesTheLocalKind(t *testing.T) {
 		t.Errorf("note %q", r.Cause.Note)
 	}
 }
+
+// TestSlowClient: a gRPC server handler waiting for its client's next
+// message at the expiry, bound to the inbound connection: slow_client on a
+// healthy connection, the network class on a troubled one; a server
+// waiting on an upstream stays slow_peer.
+func TestSlowClient(t *testing.T) {
+	const recv = "google.golang.org/grpc.(*serverStream).RecvMsg"
+	for _, tc := range []struct {
+		name    string
+		ws      []event.Waiter
+		class   Class
+		summary string
+	}{
+		{"server waiting for the client's message", []event.Waiter{{Goid: 7, Conn: 2, ConnFrame: recv}},
+			ClassSlowClient, "10.0.0.3:80 did not send its request before the deadline on a healthy connection (srtt 0.1 ms, no retransmits); the server was waiting to read it (grpc.(*serverStream).RecvMsg)"},
+		{"server waiting for the client, that connection blackholed", []event.Waiter{{Goid: 7, Conn: 1, ConnFrame: recv}}, ClassRTO, "RTO"},
+		// The server's own status on another stream, answered by a
+		// delayed ACK: a tail loss probe, no cause of the client's silence.
+		{"server waiting for the client, a tail loss probe of its own", []event.Waiter{{Goid: 7, Conn: 3, ConnFrame: recv}},
+			ClassSlowClient, "10.0.0.4:80 did not send its request before the deadline; the server was waiting to read it"},
+		{"server waiting for an upstream too", []event.Waiter{{Goid: 7, Conn: 2, ConnFrame: recv}, {Goid: 8, Conn: 2, ConnFrame: "net/http.(*persistConn).roundTrip"}},
+			ClassSlowPeer, "did not answer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScenario("t", "")
+			bh := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+			bh.handshake(0, 0)
+			bh.act(8000, 0, true)
+			bh.blackhole(8000, 9600)
+			cl := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.3:80", 100*time.Microsecond)
+			cl.handshake(0, 0)
+			cl.act(8100, 0, true)
+			probed := sc.conn(3, 10, "app", "10.0.0.1:1002", "10.0.0.4:80", 100*time.Microsecond)
+			probed.handshake(0, 0)
+			probed.act(8100, 0, true)
+			probed.tcp(9500, event.TCPTLP)
+			sc.deadline(10, "app", 8100, 1500, 0, "", noDetail(), func(d *event.Deadline) {
+				d.WaitersRead, d.WaitingAt = true, recv+" (google.golang.org/grpc@v1.85.0/stream.go:1700)"
+				d.Waiters = tc.ws
+			})
+			r := one(t, sc)
+			expect(t, r, tc.class, Exact)
+			if !strings.Contains(r.Cause.Summary, tc.summary) {
+				t.Errorf("summary %q, want %q in it", r.Cause.Summary, tc.summary)
+			}
+		})
+	}
+}

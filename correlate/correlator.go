@@ -341,6 +341,18 @@ func (c *Correlator) HeldAtAttach(pid uint32, n int, mono uint64) {
 	p.oldConns, p.oldAt = uint32(min(n, 1<<31)), mono
 }
 
+// InboundAtAttach says that the connections with these cookies, older than
+// the collector, were accepted by their process (their local port is one
+// of its listening ports): no handshake will say so.
+func (c *Correlator) InboundAtAttach(cookies []uint64, mono uint64) {
+	for _, k := range cookies {
+		i := c.socketIndex(k, mono)
+		if s := &c.socks[i]; !s.outbound {
+			s.inbound = true
+		}
+	}
+}
+
 func clampU32(v int64) uint32 {
 	return uint32(min(max(v, 0), 1<<32-1))
 }

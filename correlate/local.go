@@ -256,7 +256,7 @@ func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
 	case ClassRTO, ClassSynTimeout, ClassReset, ClassRefused:
 		cause.Note = joinNote(cause.Note, fmt.Sprintf("%s as well; the class stays %s: the network failure stops a request whatever the CPU did", what, cause.Class))
 		return
-	case ClassSlowPeer:
+	case ClassSlowPeer, ClassSlowClient:
 		// The peer was silent from the request to the expiry: that explains
 		// the expiry unless the process lost most of the life itself (a
 		// starved client looks like a silent peer when it cannot read the
@@ -271,7 +271,7 @@ func (c *Correlator) applyLocal(cause *Cause, d *event.Deadline) {
 		// nice 15 beside two CPU hogs, 30 ms budgets firing after 230 ms.)
 		late, ok := timerLate(d)
 		if share < c.cfg.LocalOverPeer && !(ok && float64(late) >= c.cfg.LocalOverPeer*float64(life)) {
-			cause.Note = joinNote(cause.Note, fmt.Sprintf("%s as well; the class stays slow_peer: the process lost less than %.0f %% of the life", what, c.cfg.LocalOverPeer*100))
+			cause.Note = joinNote(cause.Note, fmt.Sprintf("%s as well; the class stays %s: the process lost less than %.0f %% of the life", what, cause.Class, c.cfg.LocalOverPeer*100))
 			return
 		}
 		if share < c.cfg.LocalOverPeer {

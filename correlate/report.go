@@ -21,6 +21,7 @@ const (
 	ClassFastRetransmit Class = "fast_retransmit" // losses repaired by fast (or other non-timer) retransmits
 	ClassTLP            Class = "tlp"             // tail loss probes
 	ClassSlowPeer       Class = "slow_peer"       // request sent on a healthy connection, no answer in time
+	ClassSlowClient     Class = "slow_client"     // a server waited for its client's request (its next stream message) on a healthy inbound connection, and it did not come in time
 	ClassCPUThrottled   Class = "cpu_throttled"   // the cgroup's CPU quota ran out: the process was throttled for much of the budget
 	ClassRunqueueDelay  Class = "runqueue_delay"  // the process's threads waited for a CPU for much of the budget
 	ClassGCPause        Class = "gc_pause"        // the Go GC stopped the world for much of the budget
@@ -29,7 +30,7 @@ const (
 )
 
 var classOrder = [...]Class{ClassRTO, ClassSynTimeout, ClassReset, ClassRefused, ClassZeroWindow,
-	ClassFastRetransmit, ClassTLP, ClassSlowPeer, ClassCPUThrottled, ClassRunqueueDelay, ClassGCPause, ClassLocal, ClassUnknown}
+	ClassFastRetransmit, ClassTLP, ClassSlowPeer, ClassSlowClient, ClassCPUThrottled, ClassRunqueueDelay, ClassGCPause, ClassLocal, ClassUnknown}
 
 // Network reports whether the class blames the network.
 func (c Class) Network() bool { return c.rank() < ClassSlowPeer.rank() }
@@ -53,18 +54,20 @@ func (c Class) rank() int {
 		return 6
 	case ClassSlowPeer:
 		return 7
-	case ClassCPUThrottled:
+	case ClassSlowClient:
 		return 8
-	case ClassRunqueueDelay:
+	case ClassCPUThrottled:
 		return 9
-	case ClassGCPause:
+	case ClassRunqueueDelay:
 		return 10
-	case ClassLocal:
+	case ClassGCPause:
 		return 11
-	case ClassUnknown:
+	case ClassLocal:
 		return 12
+	case ClassUnknown:
+		return 13
 	}
-	return 13
+	return 14
 }
 
 // Confidence says how the connections in a report were tied to the request.

@@ -205,3 +205,59 @@ func lifeOf(d *event.Deadline) (time.Duration, bool) {
 func heldLocal(cause *Cause) bool {
 	return cause.Class == ClassLocal && (cause.Unread != nil || cause.Delivered != nil)
 }
+
+// inboundReads are the waiting frames where a server waits to read its
+// client's request: gRPC's server stream receiving the client's next
+// message (a client or bidirectional stream).
+var inboundReads = []string{"google.golang.org/grpc.(*serverStream).RecvMsg"}
+
+// slowClient turns a slow_peer verdict into slow_client when every waiter
+// bound at the expiry was a server waiting to read from its client: the
+// healthy connection it waited on is the inbound one, and what did not
+// come in time is the client's request, not an answer. So does a tlp
+// verdict there: a tail loss probe of the server's own sends (a delayed
+// ACK fires one: the first of several streams to expire together sends its
+// status, the probe comes before the others expire) says nothing of what
+// the client sent. Other trouble on that connection keeps its class (a
+// zero window, an RTO of the server's own sends), and so does a server
+// waiting on an upstream (an outbound connection, slow_peer).
+func slowClient(cause *Cause, d *event.Deadline, cands []*evidence) {
+	if (cause.Class != ClassSlowPeer && cause.Class != ClassTLP) || !inboundReading(d) {
+		return
+	}
+	was := cause.Summary
+	if cause.Class == ClassTLP {
+		peer := "the client"
+		for _, w := range d.Waiters {
+			if p := peerOf(w.Conn, cands); w.Conn != 0 && p != "" {
+				peer = p
+			}
+		}
+		cause.Summary = peer + " did not send its request before the deadline"
+		cause.Note = joinNote(cause.Note, "the server's own sends on the connection needed a tail loss probe ("+was+"): no cause of the client's silence")
+	} else {
+		cause.Summary = strings.Replace(was, " did not answer ", " did not send its request ", 1)
+		if cause.Summary == was {
+			cause.Summary = "the client did not send its request in time: " + was
+		}
+	}
+	cause.Class = ClassSlowClient
+	cause.Summary += "; the server was waiting to read it (" + waitFrames(d) + ")"
+	cause.Note = joinNote(cause.Note, "the server waited to read from its client at the expiry: the client, not an answer, was late")
+}
+
+// inboundReading is whether every waiter of d bound at the expiry (at
+// least one) was a server waiting to read from its client.
+func inboundReading(d *event.Deadline) bool {
+	n := 0
+	for _, w := range d.Waiters {
+		if w.Conn == 0 {
+			continue
+		}
+		if !slices.Contains(inboundReads, w.ConnFrame) {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}

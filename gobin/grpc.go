@@ -95,6 +95,46 @@ func (b *Binary) GRPCClientWait() (*GRPCWait, error) {
 	return &GRPCWait{WaitOnHeader: fn, Transport: off}, nil
 }
 
+// GRPCServerWait is where a gRPC server handler waits for its client's
+// next message (a client or bidirectional stream's Recv): RecvMsg(ss),
+// the server stream first, which holds a pointer Via bytes in, to the
+// transport (grpc-go before 1.66: serverStream.t, a ServerTransport
+// interface whose data word is the *http2Server), or, with Via2 >= 0, to
+// the transport stream, which holds the transport Via2 bytes in (since:
+// serverStream.s, a *ServerStream, its st); the transport's net.Conn is
+// Conn bytes into it.
+type GRPCServerWait struct {
+	RecvMsg         Func
+	Via, Via2, Conn int64
+}
+
+// GRPCServerRecv resolves a server stream's wait for its client's message,
+// with the same errors as GRPCClient.
+func (b *Binary) GRPCServerRecv() (*GRPCServerWait, error) {
+	fn, err := b.Func(grpcPkg + ".(*serverStream).RecvMsg")
+	if err != nil {
+		return nil, fmt.Errorf("gRPC server receive: %w", err)
+	}
+	conn, err := b.grpcOffset(grpcTransport+".http2Server", "conn")
+	if err != nil {
+		return nil, err
+	}
+	w := &GRPCServerWait{RecvMsg: fn, Via2: -1, Conn: conn}
+	if t, err := b.grpcOffset(grpcPkg+".serverStream", "t"); err == nil {
+		w.Via = t + 8
+		return w, nil
+	}
+	if w.Via, err = b.grpcOffset(grpcPkg+".serverStream", "s"); err != nil {
+		return nil, err
+	}
+	st, err := b.grpcOffset(typeStrm, "st")
+	if err != nil {
+		return nil, err
+	}
+	w.Via2 = st + 8
+	return w, nil
+}
+
 // GRPCServer resolves the server layout, with the same errors as
 // GRPCClient.
 func (b *Binary) GRPCServer() (*GRPCServerLayout, error) {

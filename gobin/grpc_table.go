@@ -40,6 +40,14 @@ func GRPCProbeFields() []GRPCFieldRef {
 		{modGRPC, typeClient, "ct"},
 		{modGRPC, typeOld, "ct"},
 		{modGRPC, typeOld, "ct.data"},
+		// A server handler waiting for its client's next message
+		// ((*serverStream).RecvMsg): the stream's transport, a
+		// ServerTransport interface whose data word is the *http2Server
+		// (before grpc-go 1.66; since, through the transport stream, a
+		// ServerStream's st), and that transport's net.Conn.
+		{modGRPC, modGRPC + ".serverStream", "t"},
+		{modGRPC, modGRPC + ".serverStream", "s"},
+		{modGRPC, grpcTransport + ".http2Server", "conn"},
 		// grpc-go's TLS credentials wrap the *tls.Conn in a syscallConn.
 		{modGRPC, modGRPC + "/internal/credentials.syscallConn", "Conn"},
 		// x/net's HTTP/2 client: the connection of a round trip.

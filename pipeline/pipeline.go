@@ -129,7 +129,9 @@ type procState struct {
 	// heldAtAttach is how many TCP connections the process held when it
 	// was attached, at attachedAt (for the correlator: HeldAtAttach).
 	heldAtAttach int
-	attachedAt   uint64
+	// inboundAtAttach: the cookies of the connections it had accepted before the attach.
+	inboundAtAttach []uint64
+	attachedAt      uint64
 	// goidOff is runtime.g.goid's offset in the binary (-1: unknown). The
 	// kernel's send/receive hooks read the goroutine doing the I/O only
 	// while the detail tier is on: a goroutine binding is used only for a
@@ -426,7 +428,8 @@ func (p *Pipeline) track(g *goprobe.Process) error {
 	// their handshake (the kernel side records listeners at listen(); these
 	// predate the collector), and its connections older than the collector
 	// from now on (their retransmits had no owner: "no TCP I/O", local).
-	nl, nc, err := p.tcp.AdoptSockets(pid, p.cgroups.Of(int(pid)))
+	nl, nc, inbound, err := p.tcp.AdoptSocketsInbound(pid, p.cgroups.Of(int(pid)))
+	ps.inboundAtAttach = inbound
 	if err != nil {
 		p.log.Warn("sockets older than the tracer not adopted: their events are attributed at their next send", "pid", pid, "err", err)
 		nc = 1 // unknown: as if it held one
@@ -484,6 +487,7 @@ func (p *Pipeline) watchAdded() {
 		p.stream.Correlator().WatchActivity(pid, now)
 		if ps := p.proc(pid); ps != nil {
 			p.stream.Correlator().HeldAtAttach(pid, ps.heldAtAttach, ps.attachedAt)
+			p.stream.Correlator().InboundAtAttach(ps.inboundAtAttach, ps.attachedAt)
 		}
 	}
 }

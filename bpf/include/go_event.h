@@ -76,11 +76,14 @@ struct tt_go_conn_layout {
 	 * net/http's persistConn.roundTrip and readLoop, the HTTP/2 clients'
 	 * roundTrip, gRPC's waitOnHeader; with wait_via, the argument holds a pointer wait_via - 1
 	 * bytes in, to what holds the net.Conn (gRPC's stream, its
+	 * transport), and with wait_via2 that holds a pointer wait_via2 - 1
+	 * bytes in, to it (gRPC's server stream, its transport stream, the
 	 * transport). wait_lo 0: unused. */
 	__u64 wait_lo[TT_WAIT_FRAMES];
 	__u64 wait_hi[TT_WAIT_FRAMES];
 	__u32 wait_conn[TT_WAIT_FRAMES];
-	__u32 wait_via[TT_WAIT_FRAMES]; /* 0: none */
+	__u32 wait_via[TT_WAIT_FRAMES];  /* 0: none */
+	__u32 wait_via2[TT_WAIT_FRAMES]; /* 0: none */
 };
 
 /* How a goroutine was bound to a socket. */

@@ -2,7 +2,11 @@ package main
 
 import (
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/timeout-tracer/tracer/lab/netlab"
 )
 
 // TestTraceContextGRPCMetadata: a deadline set in a handler of a gRPC
@@ -79,5 +83,69 @@ func TestCauseGRPCSlowPeerExact(t *testing.T) {
 		if !strings.Contains(via, "binding:grpc_stream") {
 			t.Errorf("connections bound via %q, want binding:grpc_stream", via)
 		}
+	}
+}
+
+// TestCauseGRPCSlowClient: clients open a stream to the server (its
+// reflection service, grpc-go's own handler) with a 300 ms deadline and send
+// nothing. The server's copy of the deadline (grpc-timeout) expires with the
+// handler waiting in RecvMsg for the client's request; traced on the server
+// with no detail probe, each such expiry is bound at the expiry to the
+// inbound connection and reads slow_client, exact, naming the client — not
+// slow_peer. The client's connection is older than the tracer: it is known
+// as inbound from the server's listening port (AdoptSocketsInbound).
+func TestCauseGRPCSlowClient(t *testing.T) {
+	requireGoTracing(t)
+	server := []string{"grpc-server", "-addr", ":8080"}
+	client := []string{"client", "-proto", "grpc-stall", "-target", labTarget, "-n", "8", "-concurrency", "8", "-timeout", "400ms", "-span", "before"}
+	// Once the streams are open the client stops (SIGSTOP: a client that
+	// stalls): its kernel still acknowledges, the connection stays healthy,
+	// but its cancels at its deadline are not sent, and the server's copy
+	// of each deadline fires with its handler waiting for the client's
+	// request. It resumes after them.
+	run := runLab(t, server, client, true, func(*netlab.Pair) {
+		time.Sleep(150 * time.Millisecond)
+		pid, err := findLab("grpc-stall")
+		if err == nil {
+			err = syscall.Kill(pid, syscall.SIGSTOP)
+		}
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		time.Sleep(800 * time.Millisecond)
+		syscall.Kill(pid, syscall.SIGCONT)
+	}, "--detail", "never")
+	expired := 0
+	for _, l := range run.client {
+		if l.Outcome == "deadline_exceeded" {
+			expired++
+		}
+	}
+	if expired < 6 {
+		t.Fatalf("%d of 8 streams expired on the client, want most: %s", expired, run.stderr)
+	}
+	slow := 0
+	for _, r := range run.reports {
+		if r.Cause == nil {
+			t.Fatalf("report without a cause: %+v", r)
+		}
+		t.Logf("report: waiting_at %q frames %v: %s/%s %q (%s)", r.WaitingAt, r.WaitingFrames, r.Cause.Class, r.Cause.Confidence, r.Cause.Summary, r.Cause.Note)
+		if len(r.WaitingConns) == 0 {
+			continue // not bound at the expiry: not this test's claim
+		}
+		if r.Cause.Class != "slow_client" || r.Cause.Confidence != "exact" {
+			t.Errorf("cause %s/%s (%s), want slow_client/exact", r.Cause.Class, r.Cause.Confidence, r.Cause.Note)
+			continue
+		}
+		if len(r.Cause.Connections) == 0 || r.Cause.Connections[0].Direction != "inbound" {
+			t.Errorf("slow_client naming %s, want the inbound connection first", jsonOf(r.Cause.Connections))
+			continue
+		}
+		slow++
+	}
+	t.Logf("%d slow_client reports of %d, %d streams expired on the client", slow, len(run.reports), expired)
+	if slow*2 < expired {
+		t.Errorf("%d slow_client reports for %d expired streams, want at least half", slow, expired)
 	}
 }

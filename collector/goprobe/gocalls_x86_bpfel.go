@@ -91,6 +91,7 @@ type gocallsTtGoConnLayout struct {
 	WaitHi    [8]uint64
 	WaitConn  [8]uint32
 	WaitVia   [8]uint32
+	WaitVia2  [8]uint32
 }
 
 type gocallsTtGoCtxItab struct {

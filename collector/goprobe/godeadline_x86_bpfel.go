@@ -70,6 +70,7 @@ type godeadlineTtGoConnLayout struct {
 	WaitHi    [8]uint64
 	WaitConn  [8]uint32
 	WaitVia   [8]uint32
+	WaitVia2  [8]uint32
 }
 
 type godeadlineTtGoCtxItab struct {

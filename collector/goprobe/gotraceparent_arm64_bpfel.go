@@ -55,6 +55,7 @@ type gotraceparentTtGoConnLayout struct {
 	WaitHi    [8]uint64
 	WaitConn  [8]uint32
 	WaitVia   [8]uint32
+	WaitVia2  [8]uint32
 }
 
 type gotraceparentTtGoCtxItab struct {

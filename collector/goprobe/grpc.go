@@ -100,6 +100,19 @@ func (p *Process) resolveGRPC() {
 			p.addWaitFrameVia(w.WaitOnHeader, w.Transport, cl.Conn)
 		}
 	}
+	// A server handler waiting for its client's next message: the expiry
+	// probe binds it to the inbound connection through the server
+	// stream's transport (no probe of its own).
+	if w, err := p.bin.GRPCServerRecv(); err != nil {
+		p.log.Debug("gRPC server receives are not bound at the expiry", "err", err)
+	} else if itab, connFD, sysfd, err := p.tcpConnChain(); err != nil {
+		p.log.Info("gRPC server receives are not bound at the expiry", "err", err)
+	} else {
+		if g.TcpconnItab == 0 {
+			g.TcpconnItab, g.ConnFd, g.NetfdSysfd = itab, connFD, sysfd
+		}
+		p.addWaitFrameVia2(w.RecvMsg, w.Via, w.Via2, w.Conn)
+	}
 	if srv, err := p.bin.GRPCServer(); err != nil {
 		p.log.Debug("no inbound traceparent from gRPC metadata", "err", err)
 	} else if key, val, err := p.valueCtxOffsets(); err != nil {

@@ -101,13 +101,20 @@ func (p *Process) addWaitFrame(fn gobin.Func, conn int64) { p.addWaitFrameVia(fn
 
 // addWaitFrameVia is addWaitFrame for a first argument that holds, via
 // bytes in, a pointer to what holds the net.Conn; via < 0: none.
-func (p *Process) addWaitFrameVia(fn gobin.Func, via, conn int64) {
+func (p *Process) addWaitFrameVia(fn gobin.Func, via, conn int64) { p.addWaitFrameVia2(fn, via, -1, conn) }
+
+// addWaitFrameVia2 is addWaitFrameVia with a second pointer to follow,
+// via2 bytes into what the first one points to (-1: none).
+func (p *Process) addWaitFrameVia2(fn gobin.Func, via, via2, conn int64) {
 	cl := &p.ext.conns
 	for i := range cl.WaitLo {
 		if cl.WaitLo[i] == 0 {
 			cl.WaitLo[i], cl.WaitHi[i], cl.WaitConn[i] = fn.Entry+p.bias, fn.End+p.bias, uint32(conn)
 			if via >= 0 {
 				cl.WaitVia[i] = uint32(via) + 1
+			}
+			if via2 >= 0 {
+				cl.WaitVia2[i] = uint32(via2) + 1
 			}
 			p.ext.hasConns = true
 			p.ext.waitFrames = append(p.ext.waitFrames, fn.Name)

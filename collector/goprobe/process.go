@@ -192,9 +192,9 @@ func (p *Process) resolve() (godeadlineTtGoOffsets, error) {
 	p.resolveWrappers()
 	p.resolveRoundTrip(&offs)
 	p.resolveExt()
-	if offs.TcpconnItab == 0 && p.ext.grpc.HasClient != 0 {
-		// No net/http client: the expiry probe's gRPC waiting frame
-		// follows the connection with the gRPC probes' chain.
+	if offs.TcpconnItab == 0 && p.ext.grpc.TcpconnItab != 0 {
+		// No net/http client: the expiry probe's gRPC waiting frames
+		// follow the connection with the gRPC probes' chain.
 		offs.TcpconnItab, offs.ConnFd, offs.NetfdSysfd = p.ext.grpc.TcpconnItab, p.ext.grpc.ConnFd, p.ext.grpc.NetfdSysfd
 	}
 	p.resolveDeadlineErr(&offs)
@@ -301,6 +301,18 @@ func (p *Process) ColdProbes() int { return len(p.cold) }
 // Stats returns the probes' counters: the node's, which are this
 // process's when it has the node to itself (Start).
 func (p *Process) Stats() (Stats, error) { return p.node.Stats() }
+
+// ExpiryRunStats is the kernel's run count and cumulative run time of the
+// expiry probe (go_timer_fired, the node's: every traced process's), counted
+// only while collector.EnableRunStats is in effect: what an expiry costs in
+// the kernel, benchmarks only.
+func (p *Process) ExpiryRunStats() (uint64, time.Duration, error) {
+	st, err := p.objs.GoTimerFired.Stats()
+	if err != nil {
+		return 0, 0, fmt.Errorf("read stats of go_timer_fired: %w", err)
+	}
+	return st.RunCount, st.Runtime, nil
+}
 
 // Close detaches every probe of the process and forgets it; with Start's
 // private node it frees the node too. Safe to call more than once.

@@ -888,3 +888,58 @@ func TestActivityEpochs(t *testing.T) {
 		t.Errorf("%d activity events for %d round trips over %.1f epochs of %v: want about one per epoch", n, trips, epochs, interval)
 	}
 }
+
+// TestAdoptInbound: connections older than the collector have no
+// handshake to tell their direction; adopting a server's sockets names the
+// ones it accepted (their local port is its listener's), and a client's
+// none.
+func TestAdoptInbound(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := netip.AddrPortFrom(p.ServerAddr, labPort)
+	sink := p.ServerCmd(ctx, testprog.Path(t, "tcpsink"), "-addr", srv.String())
+	out, _ := sink.StdoutPipe()
+	if err := sink.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Wait()
+	defer cancel()
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("tcpsink did not start: %v", err)
+	}
+	var conns []net.Conn
+	for range 2 {
+		err := p.InClient(func() error {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", srv.String())
+			conns = append(conns, c)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // accepted
+	c := startCollector(t, Config{PID: uint32(sink.Process.Pid)})
+	nl, nc, inbound, err := c.AdoptSocketsInbound(uint32(sink.Process.Pid), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nl != 1 || nc != 2 || len(inbound) != 2 {
+		t.Errorf("server: %d listeners, %d connections, %d inbound (%#x), want 1, 2, 2", nl, nc, len(inbound), inbound)
+	}
+	_, nc, inbound, err = c.AdoptSocketsInbound(uint32(os.Getpid()), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc < 2 || len(inbound) != 0 {
+		t.Errorf("client (this test): %d connections, %d inbound, want at least 2 and none", nc, len(inbound))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,23 +57,37 @@ func (c *Collector) AdoptListeners(pid uint32, cgroupID uint64) (int, error) {
 // local". The first send in the owner's context corrects what this wrote.
 // It returns how many listeners and connections were recorded.
 func (c *Collector) AdoptSockets(pid uint32, cgroupID uint64) (listeners, conns int, err error) {
+	listeners, conns, _, err = c.AdoptSocketsInbound(pid, cgroupID)
+	return listeners, conns, err
+}
+
+// AdoptSocketsInbound is AdoptSockets, and it also returns the cookies of
+// the connections the process accepted: those whose local port is one of
+// its listening ports in the same network namespace (a connection older
+// than the collector has no handshake to say so).
+func (c *Collector) AdoptSocketsInbound(pid uint32, cgroupID uint64) (listeners, conns int, inbound []uint64, err error) {
 	ls, cs, err := processSockets(int(pid))
 	if len(ls) == 0 && len(cs) == 0 {
-		return 0, 0, err
+		return 0, 0, nil, err
+	}
+	for _, k := range cs {
+		if slices.Contains(ls, listener{netns: k.netns, port: k.port}) {
+			inbound = append(inbound, k.cookie)
+		}
 	}
 	o := tcpTtOwner{Tgid: pid, CgroupId: cgroupID}
 	copy(o.Comm[:len(o.Comm)-1], collector.Comm(int(pid)))
 	c.goMu.Lock()
 	defer c.goMu.Unlock()
 	if c.closed {
-		return 0, 0, errClosed
+		return 0, 0, nil, errClosed
 	}
 	for _, l := range ls {
 		// Replacing what the kernel side recorded: this process holds the
 		// socket now, whoever called listen() (systemd's socket
 		// activation, a parent that handed it over).
 		if err := c.maps.Listeners.Update(tcpTtListenKey{Netns: l.netns, Port: l.port}, o, ebpf.UpdateAny); err != nil {
-			return listeners, conns, fmt.Errorf("adopt listener port %d of pid %d: %w", l.port, pid, err)
+			return listeners, conns, inbound, fmt.Errorf("adopt listener port %d of pid %d: %w", l.port, pid, err)
 		}
 		listeners++
 	}
@@ -80,11 +95,11 @@ func (c *Collector) AdoptSockets(pid uint32, cgroupID uint64) (listeners, conns 
 		// By cookie: the kernel side gives the owner to the socket's entry
 		// at its next event, when it has none (a known owner stands).
 		if err := c.maps.Adopted.Update(k.cookie, o, ebpf.UpdateAny); err != nil {
-			return listeners, conns, fmt.Errorf("adopt connection %#x of pid %d: %w", k.cookie, pid, err)
+			return listeners, conns, inbound, fmt.Errorf("adopt connection %#x of pid %d: %w", k.cookie, pid, err)
 		}
 		conns++
 	}
-	return listeners, conns, err
+	return listeners, conns, inbound, err
 }
 
 // processSockets lists the listening stream sockets and the connected TCP

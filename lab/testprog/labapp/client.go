@@ -58,7 +58,7 @@ type clientConfig struct {
 
 // bind registers the client flags on fs.
 func (c *clientConfig) bind(fs *flag.FlagSet) {
-	fs.StringVar(&c.proto, "proto", "http", "protocol: http|grpc|dial (dial: net.Dialer.DialContext under the deadline, cancelled as soon as it returns)")
+	fs.StringVar(&c.proto, "proto", "http", "protocol: http|grpc|grpc-stall|dial (dial: net.Dialer.DialContext under the deadline, cancelled as soon as it returns; grpc-stall: open the server's reflection stream and send nothing, a client that does not send its request)")
 	fs.StringVar(&c.target, "target", "127.0.0.1:8080", "server address host:port; several, comma-separated, are used in turn (request i goes to target i mod n)")
 	fs.BoolVar(&c.retry, "retry", false, "retry a failed call every 50 ms until the deadline (a reset or refused connect then ends in a timeout)")
 	fs.DurationVar(&c.localWait, "local-wait", 0,
@@ -93,9 +93,9 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 // line.
 func (c *clientConfig) check(explicit map[string]bool) error {
 	switch c.proto {
-	case "http", "grpc", "dial":
+	case "http", "grpc", "grpc-stall", "dial":
 	default:
-		return fmt.Errorf("-proto %q: want http, grpc or dial", c.proto)
+		return fmt.Errorf("-proto %q: want http, grpc, grpc-stall or dial", c.proto)
 	}
 	switch c.span {
 	case spanBefore, spanInside, spanNone:
