@@ -101,7 +101,9 @@ func (p *Process) addWaitFrame(fn gobin.Func, conn int64) { p.addWaitFrameVia(fn
 
 // addWaitFrameVia is addWaitFrame for a first argument that holds, via
 // bytes in, a pointer to what holds the net.Conn; via < 0: none.
-func (p *Process) addWaitFrameVia(fn gobin.Func, via, conn int64) { p.addWaitFrameVia2(fn, via, -1, conn) }
+func (p *Process) addWaitFrameVia(fn gobin.Func, via, conn int64) {
+	p.addWaitFrameVia2(fn, via, -1, conn)
+}
 
 // addWaitFrameVia2 is addWaitFrameVia with a second pointer to follow,
 // via2 bytes into what the first one points to (-1: none).
