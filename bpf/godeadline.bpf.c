@@ -290,9 +290,11 @@ static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const st
 		if (!recv)
 			continue;
 		__u64 at = recv + cl->wait_conn[k];
-		__s64 fd = tcpconn_fd(read_u64(at), read_u64(at + 8), off->tcpconn_itab, off->conn_fd, off->netfd_sysfd, cl);
+		__u64 tab = read_u64(at);
+		__s64 fd = tcpconn_fd(tab, read_u64(at + 8), off->tcpconn_itab, off->conn_fd, off->netfd_sysfd, cl);
 		if (fd < 0)
 			continue;
+		e->waiter_wrapped[i] = tab != off->tcpconn_itab;
 		e->waiter_fd[i] = (__s32)fd;
 		struct sock *sk = fd_sock(fd);
 		e->waiter_cookie[i] = sk_cookie(sk);

@@ -991,6 +991,10 @@ func TestAnswerHeldByTheProcess(t *testing.T) {
 		{"roundTrip woken, data in after the request", 2,
 			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, Woken: true, ConnAnswered: true, ConnAnsweredLater: true, ConnRcvAgo: ms(1200), ConnSentAgo: ms(1450)}},
 			false, ClassLocal, Exact, "without the woken waiter", "had been handed the answer"},
+		// Over TLS the data in may be session tickets, not the answer.
+		{"roundTrip woken, data in after the request, over TLS", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, Woken: true, ConnAnswered: true, ConnAnsweredLater: true, ConnTLS: true, ConnRcvAgo: ms(1200), ConnSentAgo: ms(1450)}},
+			false, ClassSlowPeer, Exact, "bound at the expiry", "did not answer"},
 		// Woken by the request's write completing: the response may not have come.
 		{"roundTrip woken alone", 2,
 			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, Woken: true, ConnAnswered: true, ConnRcvAgo: ms(1200), ConnSentAgo: ms(1450)}},

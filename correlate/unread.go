@@ -105,8 +105,8 @@ func (c *Correlator) heldAnswer(cause *Cause, d *event.Deadline, cands []*eviden
 //     handing the response to roundTrip, an unbuffered send that the
 //     woken select took, while the caller reads the body), or with data
 //     in on the connection in a tick after the request's last byte went
-//     out. roundTrip alone may have been woken by the request's write
-//     completing.
+//     out, on a plain TCP connection. roundTrip alone may have been woken
+//     by the request's write completing.
 //   - The HTTP/2 clients' roundTrip (the response headers arrived, or the
 //     stream was aborted) and gRPC's waitOnHeader (the headers arrived, or
 //     the stream ended).
@@ -121,7 +121,10 @@ func answerDelivered(cause *Cause, d *event.Deadline, cands []*evidence) bool {
 		}
 		switch {
 		case x.ConnFrame == "net/http.(*persistConn).roundTrip":
-			if x.ConnAnsweredLater || slices.ContainsFunc(d.Waiters, func(y event.Waiter) bool {
+			// Over TLS the data in may be the server's session tickets
+			// (TLS 1.3 servers other than Go's send them once the
+			// client's Finished arrives, with its first request).
+			if x.ConnAnsweredLater && !x.ConnTLS || slices.ContainsFunc(d.Waiters, func(y event.Waiter) bool {
 				return y.Conn == x.Conn && y.ConnFrame == "net/http.(*persistConn).readLoop"
 			}) {
 				w = x

@@ -134,6 +134,9 @@ type Waiter struct {
 	ConnSentAgo       time.Duration
 	ConnAnswered      bool
 	ConnAnsweredLater bool
+	// ConnTLS: the connection was behind a wrapper (crypto/tls, grpc-go's
+	// TLS credentials), not a bare TCP connection.
+	ConnTLS bool
 }
 
 // libraryFrames are the packages a waiting goroutine's stack passes

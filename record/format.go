@@ -141,6 +141,7 @@ type waiter struct {
 	ConnAnswered bool   `json:"conn_answered,omitempty"`
 	ConnLater    bool   `json:"conn_answered_later,omitempty"`
 	Woken        bool   `json:"woken,omitempty"`
+	ConnTLS      bool   `json:"conn_tls,omitempty"`
 }
 
 // toLine fills l (reset by the caller) from an event.
@@ -175,7 +176,7 @@ func toLine(ev event.Any, l *line) error {
 		}
 		for _, w := range e.Waiters {
 			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
-				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken})
+				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken, ConnTLS: w.ConnTLS})
 		}
 		if e.Kind != 0 {
 			l.Kind = e.Kind.String()
@@ -275,7 +276,7 @@ func fromLine(l *line) (event.Any, error) {
 			sa, err := parseDur(w.ConnSentAgo)
 			check("conn_sent_ago", err)
 			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
-				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken})
+				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken, ConnTLS: w.ConnTLS})
 		}
 		var err error
 		e.Kind, err = parseExpiry(l.Kind)

@@ -281,7 +281,9 @@ struct tt_go_event {
 	 * won already (a sender, the response, took it), the goroutine not run
 	 * since; it was no longer waiting on the context. */
 	__u8 waiter_woken[TT_GO_WAITERS];
-	__u8 _pad4[4];
+	/* Each waiter's connection was behind a wrapper (TLS, grpc-go's
+	 * syscallConn), not a bare *net.TCPConn. */
+	__u8 waiter_wrapped[TT_GO_WAITERS];
 	__u64 jiffies;
 };
 

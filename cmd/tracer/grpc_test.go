@@ -87,7 +87,7 @@ func TestCauseGRPCSlowPeerExact(t *testing.T) {
 }
 
 // TestCauseGRPCSlowClient: clients open a stream to the server (its
-// reflection service, grpc-go's own handler) with a 300 ms deadline and send
+// reflection service, grpc-go's own handler) with a 600 ms deadline and send
 // nothing. The server's copy of the deadline (grpc-timeout) expires with the
 // handler waiting in RecvMsg for the client's request; traced on the server
 // with no detail probe, each such expiry is bound at the expiry to the
@@ -97,14 +97,14 @@ func TestCauseGRPCSlowPeerExact(t *testing.T) {
 func TestCauseGRPCSlowClient(t *testing.T) {
 	requireGoTracing(t)
 	server := []string{"grpc-server", "-addr", ":8080"}
-	client := []string{"client", "-proto", "grpc-stall", "-target", labTarget, "-n", "8", "-concurrency", "8", "-timeout", "400ms", "-span", "before"}
+	client := []string{"client", "-proto", "grpc-stall", "-target", labTarget, "-n", "8", "-concurrency", "8", "-timeout", "600ms", "-span", "before"}
 	// Once the streams are open the client stops (SIGSTOP: a client that
 	// stalls): its kernel still acknowledges, the connection stays healthy,
 	// but its cancels at its deadline are not sent, and the server's copy
 	// of each deadline fires with its handler waiting for the client's
 	// request. It resumes after them.
 	run := runLab(t, server, client, true, func(*netlab.Pair) {
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // the streams are open
 		pid, err := findLab("grpc-stall")
 		if err == nil {
 			err = syscall.Kill(pid, syscall.SIGSTOP)
@@ -113,7 +113,7 @@ func TestCauseGRPCSlowClient(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		time.Sleep(800 * time.Millisecond)
+		time.Sleep(time.Second)
 		syscall.Kill(pid, syscall.SIGCONT)
 	}, "--detail", "never")
 	expired := 0

@@ -118,7 +118,7 @@ type godeadlineTtGoEvent struct {
 	WaiterRcvAge   [4]uint32
 	WaiterSndAge   [4]uint32
 	WaiterWoken    [4]uint8
-	Pad4           [4]uint8
+	WaiterWrapped  [4]uint8
 	Jiffies        uint64
 }
 
