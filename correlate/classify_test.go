@@ -902,6 +902,21 @@ func TestLocalAgainstWaitingAt(t *testing.T) {
 // request beside a blackholed connection is slow_peer, the request on the
 // blackholed one rto. A connection the tables do not hold binds nothing:
 // the process-wide rules decide, and the note says so.
+// boundAtTheExpiry is the scenario of the binding-at-the-expiry tests:
+// pid 10's connection 1 to 10.0.0.2:80 blackholed from 8 s on, its
+// connection 2 to 10.0.0.3:80 healthy, a request sent on it at 8.1 s.
+func boundAtTheExpiry() *scenario {
+	sc := newScenario("t", "")
+	bh := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
+	bh.handshake(0, 0)
+	bh.act(8000, 0, true)
+	bh.blackhole(8000, 9600)
+	slow := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.3:80", 100*time.Microsecond)
+	slow.handshake(0, 0)
+	slow.act(8100, 0, true)
+	return sc
+}
+
 func TestBoundAtTheExpiry(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -918,14 +933,7 @@ func TestBoundAtTheExpiry(t *testing.T) {
 		{"tail loss probe only", 3, ClassUnknown, Ambiguous, "showed only a tail loss probe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := newScenario("t", "")
-			bh := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
-			bh.handshake(0, 0)
-			bh.act(8000, 0, true)
-			bh.blackhole(8000, 9600)
-			slow := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.3:80", 100*time.Microsecond)
-			slow.handshake(0, 0)
-			slow.act(8100, 0, true)
+			sc := boundAtTheExpiry()
 			probed := sc.conn(3, 10, "app", "10.0.0.1:1002", "10.0.0.3:80", 100*time.Microsecond)
 			probed.handshake(0, 0)
 			probed.act(7000, 0, true)
@@ -1008,14 +1016,7 @@ func TestAnswerHeldByTheProcess(t *testing.T) {
 			false, ClassRTO, Exact, "bound at the expiry", "RTO"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := newScenario("t", "")
-			bh := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
-			bh.handshake(0, 0)
-			bh.act(8000, 0, true)
-			bh.blackhole(8000, 9600)
-			slow := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.3:80", 100*time.Microsecond)
-			slow.handshake(0, 0)
-			slow.act(8100, 0, true)
+			sc := boundAtTheExpiry()
 			opts := []dlOpt{func(d *event.Deadline) {
 				d.WaitersRead, d.WaitingAt = true, rt+" (/go/src/net/http/transport.go:2911)"
 				d.Waiters = tc.ws
@@ -1084,14 +1085,7 @@ func TestSlowClient(t *testing.T) {
 			ClassSlowPeer, "did not answer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := newScenario("t", "")
-			bh := sc.conn(1, 10, "app", "10.0.0.1:1000", "10.0.0.2:80", 100*time.Microsecond)
-			bh.handshake(0, 0)
-			bh.act(8000, 0, true)
-			bh.blackhole(8000, 9600)
-			cl := sc.conn(2, 10, "app", "10.0.0.1:1001", "10.0.0.3:80", 100*time.Microsecond)
-			cl.handshake(0, 0)
-			cl.act(8100, 0, true)
+			sc := boundAtTheExpiry()
 			probed := sc.conn(3, 10, "app", "10.0.0.1:1002", "10.0.0.4:80", 100*time.Microsecond)
 			probed.handshake(0, 0)
 			probed.act(8100, 0, true)

@@ -42,9 +42,8 @@ func deriveHZ(jiffies, monoNs uint64) uint64 {
 	}
 	found := uint64(0)
 	for _, hz := range hzCandidates {
-		// jiffies = 2^32 - 300*HZ + HZ*mono (mono in seconds), in
-		// nanosecond-scaled integers to stay exact: the offset from the
-		// prediction in ticks.
+		// jiffies = 2^32 - 300*HZ + HZ*mono (mono in seconds); d is
+		// the offset from that prediction, in ticks.
 		pred := float64(1<<32) - 300*float64(hz) + float64(hz)*float64(monoNs)/1e9
 		if d := float64(jiffies) - pred; d < 2*float64(hz) && d > -2*float64(hz) {
 			if found != 0 {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"syscall"
@@ -566,16 +567,7 @@ func acceptedOwner(t *testing.T, mptcp, early bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv := netip.AddrPortFrom(p.ServerAddr, labPort)
-	sink := p.ServerCmd(ctx, testprog.Path(t, "tcpsink"), "-addr", srv.String())
-	out, _ := sink.StdoutPipe()
-	if err := sink.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Wait()
-	defer cancel()
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
-		t.Fatalf("tcpsink did not start: %v", err)
-	}
+	sink := startSink(ctx, t, p, srv)
 	if early {
 		// Traced as `tracer trace --pid` traces it: only its sockets.
 		c = startCollector(t, Config{PID: uint32(sink.Process.Pid)})
@@ -899,16 +891,7 @@ func TestAdoptInbound(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv := netip.AddrPortFrom(p.ServerAddr, labPort)
-	sink := p.ServerCmd(ctx, testprog.Path(t, "tcpsink"), "-addr", srv.String())
-	out, _ := sink.StdoutPipe()
-	if err := sink.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Wait()
-	defer cancel()
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
-		t.Fatalf("tcpsink did not start: %v", err)
-	}
+	sink := startSink(ctx, t, p, srv)
 	var conns []net.Conn
 	for range 2 {
 		err := p.InClient(func() error {
@@ -942,4 +925,21 @@ func TestAdoptInbound(t *testing.T) {
 	if nc < 2 || len(inbound) != 0 {
 		t.Errorf("client (this test): %d connections, %d inbound, want at least 2 and none", nc, len(inbound))
 	}
+}
+
+// startSink starts tcpsink listening on srv in p's server namespace and
+// waits until it listens; it stops when ctx ends (and is waited for at the
+// test's end).
+func startSink(ctx context.Context, t *testing.T, p *netlab.Pair, srv netip.AddrPort) *exec.Cmd {
+	t.Helper()
+	sink := p.ServerCmd(ctx, testprog.Path(t, "tcpsink"), "-addr", srv.String())
+	out, _ := sink.StdoutPipe()
+	if err := sink.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("tcpsink did not start: %v", err)
+	}
+	return sink
 }
