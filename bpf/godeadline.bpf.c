@@ -425,13 +425,14 @@ int go_expired_at_creation(struct pt_regs *ctx)
  * grpc_stream_traceparent walks up from a new deadline's parent context
  * (itab tab, data) to the valueCtx grpc's server put the stream in
  * (grpc.streamKey -> *transport.ServerStream) and copies the traceparent
- * recorded for that stream, if any.
+ * recorded for that stream, if any. Returns whether the context holds a
+ * server stream: then the stream's traceparent, or none, is the request's.
  */
-static __always_inline void grpc_stream_traceparent(__u32 tgid, __u64 tab, __u64 data, struct creation *cr)
+static __always_inline int grpc_stream_traceparent(__u32 tgid, __u64 tab, __u64 data, struct creation *cr)
 {
 	const struct tt_go_grpc_offsets *go = bpf_map_lookup_elem(&go_grpc, &tgid);
 	if (!go || !go->has_server || !go->stream_key_type)
-		return;
+		return 0;
 	struct ctx_walk w = ctx_walk(tgid, tab, data);
 	while (ctx_next(&w)) {
 		if (!w.it->is_value || read_u64(w.data + go->valuectx_key) != go->stream_key_type)
@@ -445,8 +446,44 @@ static __always_inline void grpc_stream_traceparent(__u32 tgid, __u64 tab, __u64
 			__builtin_memcpy(cr->traceparent, tp->s, sizeof(cr->traceparent));
 			cr->tp_src = TT_TP_GRPC;
 		}
-		return;
+		return 1;
 	}
+	return 0;
+}
+
+/*
+ * inherited_current: whether a traceparent inherited through `go`
+ * statements is the request's whose context the new deadline (parent tab,
+ * data) descends from. Its root must be a net/http serving goroutine still
+ * on the same request (its entry the same header), and the deadline's
+ * context must descend from that goroutine's connection context: a
+ * connection serves one request at a time, so that is the request. A
+ * long-lived goroutine a request once started (a worker pool, a
+ * connection's loop) doing other requests' work fails one test or the
+ * other. A gRPC reader goroutine's entry changes with every stream on the
+ * connection and says nothing of which one a goroutine works for: streams
+ * are found in the context instead (grpc_stream_traceparent), and what
+ * was inherited from a reader is not used.
+ */
+static __always_inline int inherited_current(__u32 tgid, const struct traceparent *tp, __u64 tab, __u64 data)
+{
+	struct pid_ptr rkey = {.pid = tgid, .ptr = tp->root};
+	const struct traceparent *root = bpf_map_lookup_elem(&http_tp, &rkey);
+	if (!root || root->src != TT_TP_HTTP || !root->conn_ctx)
+		return 0;
+	const __u64 *a = (const __u64 *)root->s, *b = (const __u64 *)tp->s;
+#pragma unroll
+	for (int i = 0; i < TT_TRACEPARENT_LEN / 8; i++) {
+		if (a[i] != b[i])
+			return 0;
+	}
+	__u64 want = root->conn_ctx;
+	struct ctx_walk w = ctx_walk(tgid, tab, data);
+	while (ctx_next(&w)) {
+		if (w.data == want)
+			return 1;
+	}
+	return 0;
 }
 
 SEC("uprobe")
@@ -482,11 +519,17 @@ int go_create_entry(struct pt_regs *ctx)
 	 * reader goroutine's stream), else the gRPC stream in the deadline's
 	 * context, else what the goroutine inherited from its creator. */
 	const struct traceparent *tp = bpf_map_lookup_elem(&http_tp, &key);
+	int stream = 0;
 	if (!tp || tp->src == TT_TP_GOROUTINE)
-		grpc_stream_traceparent(tgid, GO_ARG1(ctx), GO_ARG2(ctx), &cr);
-	if (tp && !cr.tp_src) {
-		__builtin_memcpy(cr.traceparent, tp->s, sizeof(cr.traceparent));
-		cr.tp_src = tp->src ? tp->src : TT_TP_HTTP;
+		stream = grpc_stream_traceparent(tgid, GO_ARG1(ctx), GO_ARG2(ctx), &cr);
+	if (tp && !stream) {
+		if (tp->src == TT_TP_GOROUTINE && !inherited_current(tgid, tp, GO_ARG1(ctx), GO_ARG2(ctx))) {
+			cr.tp_src = TT_TP_STALE;
+			hit(TT_GO_HIT_STALE_TRACE);
+		} else {
+			__builtin_memcpy(cr.traceparent, tp->s, sizeof(cr.traceparent));
+			cr.tp_src = tp->src ? tp->src : TT_TP_HTTP;
+		}
 	}
 	bpf_map_update_elem(&creating, &key, &cr, BPF_ANY);
 	return 0;

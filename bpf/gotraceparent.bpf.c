@@ -20,13 +20,28 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-/* net/http.readRequest: a serving goroutine starts on its next request. */
+/* net/http.readRequest: a serving goroutine starts on its next request.
+ * Where (*conn).readRequest cannot be probed: no connection context. */
 SEC("uprobe")
 int go_http_request(struct pt_regs *ctx)
 {
 	hit(TT_GO_HIT_HTTP_REQUEST);
 	struct pid_ptr key = {.pid = bpf_get_current_pid_tgid() >> 32, .ptr = GO_G(ctx)};
 	bpf_map_delete_elem(&http_tp, &key);
+	bpf_map_delete_elem(&http_conn_ctx, &key);
+	return 0;
+}
+
+/* net/http.(*conn).readRequest(c, ctx): the same, and the connection's
+ * context the request will descend from (its data word). */
+SEC("uprobe")
+int go_http_conn_request(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_HTTP_REQUEST);
+	struct pid_ptr key = {.pid = bpf_get_current_pid_tgid() >> 32, .ptr = GO_G(ctx)};
+	bpf_map_delete_elem(&http_tp, &key);
+	__u64 cc = GO_ARG3(ctx);
+	bpf_map_update_elem(&http_conn_ctx, &key, &cc, BPF_ANY);
 	return 0;
 }
 
@@ -65,6 +80,9 @@ int go_http_header(struct pt_regs *ctx)
 	if (bpf_probe_read_user(tp.s, TT_TRACEPARENT_LEN - 1, (const void *)(p + 11 + skip)))
 		return 0;
 	struct pid_ptr key = {.pid = bpf_get_current_pid_tgid() >> 32, .ptr = GO_G(ctx)};
+	const __u64 *cc = bpf_map_lookup_elem(&http_conn_ctx, &key);
+	if (cc)
+		tp.conn_ctx = *cc;
 	bpf_map_update_elem(&http_tp, &key, &tp, BPF_ANY);
 	return 0;
 }
@@ -114,8 +132,11 @@ int go_grpc_headers(struct pt_regs *ctx)
 		bpf_map_update_elem(&http_tp, &gkey, &tp, BPF_ANY);
 		return 0;
 	}
-	/* No traceparent: this goroutine's previous stream must not lend its own. */
+	/* No traceparent: this goroutine's previous stream must not lend its
+	 * own, nor a stream of an earlier transport once at this address with
+	 * the same ID (IDs restart at 1 on each connection). */
 	bpf_map_delete_elem(&http_tp, &gkey);
+	bpf_map_delete_elem(&grpc_tp, &sk);
 	return 0;
 }
 
@@ -165,6 +186,7 @@ int go_newproc_ret(struct pt_regs *ctx)
 		return 0;
 	}
 	struct traceparent inherited = *tp;
+	inherited.root = tp->src == TT_TP_GOROUTINE ? tp->root : *parent;
 	inherited.src = TT_TP_GOROUTINE;
 	bpf_map_update_elem(&http_tp, &ckey, &inherited, BPF_ANY);
 	return 0;

@@ -100,6 +100,10 @@ enum tt_go_tp_source {
 	TT_TP_HTTP = 1,      /* net/http server: the request's header line */
 	TT_TP_GRPC = 2,      /* gRPC server: the stream's metadata, as its HEADERS frame was decoded */
 	TT_TP_GOROUTINE = 3, /* inherited from the goroutine that started this one */
+	/* Inherited, not used: the goroutine it came from serves another
+	 * request now (a long-lived goroutine a request once started). No
+	 * traceparent is copied. */
+	TT_TP_STALE = 4,
 };
 
 /*
@@ -218,7 +222,8 @@ enum tt_go_hit {
 	TT_GO_HIT_NEWPROC = 12,    /* detail: goroutines started (runtime.newproc1 entry and returns) */
 	TT_GO_HIT_RACED = 13,      /* cold: timers that fired after a parent's expiry cancelled them (the parent is reported) */
 	TT_GO_HIT_STALE = 14,      /* cold: creation or child-span records of another context once at the expiring one's address, not used */
-	TT_GO_HIT_MAX = 15,
+	TT_GO_HIT_STALE_TRACE = 15,/* detail: inherited traceparents not used at a creation: their request had ended (TT_TP_STALE) */
+	TT_GO_HIT_MAX = 16,
 };
 
 /* A power of two: the probe masks its index with it (kernel 6.1's verifier

@@ -41,7 +41,26 @@ struct creation {
 struct traceparent {
 	__u8 s[TT_TRACEPARENT_LEN];
 	__u8 src; /* enum tt_go_tp_source */
+	__u8 _pad[7];
+	/* TT_TP_GOROUTINE: the g whose own entry this one was inherited
+	 * from, down any number of `go` statements (see inherited_current). */
+	__u64 root;
+	/* TT_TP_HTTP: the connection's context (a *cancelCtx) its request was
+	 * read under, as net/http's (*conn).readRequest got it; 0 when unknown. */
+	__u64 conn_ctx;
 };
+
+/*
+ * The connection context each net/http serving goroutine reads its next
+ * request under: {pid, g} -> the context's data word, set at
+ * (*conn).readRequest, copied into the request's http_tp entry.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pid_ptr);
+	__type(value, __u64);
+} http_conn_ctx SEC(".maps");
 
 
 /*

@@ -23,7 +23,9 @@ import (
 type labLine struct {
 	Side       string  `json:"side"`
 	TraceID    string  `json:"trace_id"`
-	SpanID     string  `json:"span_id"` // the span current when the deadline was set (-span before)
+	SpanID     string  `json:"span_id"`  // the span current when the deadline was set (-span before)
+	Span       string  `json:"span"`     // -span mixed: before, inside or none
+	Deadline   string  `json:"deadline"` // the request's (client) or handler's (server) deadline, to the ns
 	Outcome    string  `json:"outcome"`
 	Target     string  `json:"target"`
 	DurationMS float64 `json:"duration_ms"`

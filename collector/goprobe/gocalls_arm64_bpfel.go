@@ -48,9 +48,12 @@ type gocallsPidPtr struct {
 }
 
 type gocallsTraceparent struct {
-	_   structs.HostLayout
-	S   [56]uint8
-	Src uint8
+	_       structs.HostLayout
+	S       [56]uint8
+	Src     uint8
+	Pad     [7]uint8
+	Root    uint64
+	ConnCtx uint64
 }
 
 type gocallsTtGoBinding struct {
@@ -189,6 +192,7 @@ const (
 	gocallsMapGoProcs             = "go_procs"
 	gocallsMapGoSpanTypes         = "go_span_types"
 	gocallsMapGrpcTp              = "grpc_tp"
+	gocallsMapHttpConnCtx         = "http_conn_ctx"
 	gocallsMapHttpTp              = "http_tp"
 	gocallsProgGoDialEntry        = "go_dial_entry"
 	gocallsProgGoDialRet          = "go_dial_ret"
@@ -270,6 +274,7 @@ type gocallsMapSpecs struct {
 	GoProcs     *ebpf.MapSpec `ebpf:"go_procs"`
 	GoSpanTypes *ebpf.MapSpec `ebpf:"go_span_types"`
 	GrpcTp      *ebpf.MapSpec `ebpf:"grpc_tp"`
+	HttpConnCtx *ebpf.MapSpec `ebpf:"http_conn_ctx"`
 	HttpTp      *ebpf.MapSpec `ebpf:"http_tp"`
 }
 
@@ -315,6 +320,7 @@ type gocallsMaps struct {
 	GoProcs     *ebpf.Map `ebpf:"go_procs"`
 	GoSpanTypes *ebpf.Map `ebpf:"go_span_types"`
 	GrpcTp      *ebpf.Map `ebpf:"grpc_tp"`
+	HttpConnCtx *ebpf.Map `ebpf:"http_conn_ctx"`
 	HttpTp      *ebpf.Map `ebpf:"http_tp"`
 }
 
@@ -331,6 +337,7 @@ func (m *gocallsMaps) Close() error {
 		m.GoProcs,
 		m.GoSpanTypes,
 		m.GrpcTp,
+		m.HttpConnCtx,
 		m.HttpTp,
 	)
 }

@@ -55,9 +55,12 @@ type godeadlinePidPtr struct {
 }
 
 type godeadlineTraceparent struct {
-	_   structs.HostLayout
-	S   [56]uint8
-	Src uint8
+	_       structs.HostLayout
+	S       [56]uint8
+	Src     uint8
+	Pad     [7]uint8
+	Root    uint64
+	ConnCtx uint64
 }
 
 type godeadlineTtGoConnLayout struct {
@@ -170,7 +173,8 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_NEWPROC      godeadlineTtGoHit = 12
 	godeadlineTtGoHitTT_GO_HIT_RACED        godeadlineTtGoHit = 13
 	godeadlineTtGoHitTT_GO_HIT_STALE        godeadlineTtGoHit = 14
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 15
+	godeadlineTtGoHitTT_GO_HIT_STALE_TRACE  godeadlineTtGoHit = 15
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 16
 )
 
 type godeadlineTtGoNoOffset uint32
@@ -232,6 +236,7 @@ const (
 	godeadlineTtGoTpSourceTT_TP_HTTP      godeadlineTtGoTpSource = 1
 	godeadlineTtGoTpSourceTT_TP_GRPC      godeadlineTtGoTpSource = 2
 	godeadlineTtGoTpSourceTT_TP_GOROUTINE godeadlineTtGoTpSource = 3
+	godeadlineTtGoTpSourceTT_TP_STALE     godeadlineTtGoTpSource = 4
 )
 
 type godeadlineTtGoTraceStatus uint32
@@ -261,6 +266,7 @@ const (
 	godeadlineMapGoProcs              = "go_procs"
 	godeadlineMapGoSpanTypes          = "go_span_types"
 	godeadlineMapGrpcTp               = "grpc_tp"
+	godeadlineMapHttpConnCtx          = "http_conn_ctx"
 	godeadlineMapHttpTp               = "http_tp"
 	godeadlineProgGoCreateEntry       = "go_create_entry"
 	godeadlineProgGoCreateRet         = "go_create_ret"
@@ -347,6 +353,7 @@ type godeadlineMapSpecs struct {
 	GoProcs     *ebpf.MapSpec `ebpf:"go_procs"`
 	GoSpanTypes *ebpf.MapSpec `ebpf:"go_span_types"`
 	GrpcTp      *ebpf.MapSpec `ebpf:"grpc_tp"`
+	HttpConnCtx *ebpf.MapSpec `ebpf:"http_conn_ctx"`
 	HttpTp      *ebpf.MapSpec `ebpf:"http_tp"`
 }
 
@@ -401,6 +408,7 @@ type godeadlineMaps struct {
 	GoProcs     *ebpf.Map `ebpf:"go_procs"`
 	GoSpanTypes *ebpf.Map `ebpf:"go_span_types"`
 	GrpcTp      *ebpf.Map `ebpf:"grpc_tp"`
+	HttpConnCtx *ebpf.Map `ebpf:"http_conn_ctx"`
 	HttpTp      *ebpf.Map `ebpf:"http_tp"`
 }
 
@@ -417,6 +425,7 @@ func (m *godeadlineMaps) Close() error {
 		m.GoProcs,
 		m.GoSpanTypes,
 		m.GrpcTp,
+		m.HttpConnCtx,
 		m.HttpTp,
 	)
 }

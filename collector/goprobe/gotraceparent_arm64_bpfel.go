@@ -40,9 +40,12 @@ type gotraceparentPidPtr struct {
 }
 
 type gotraceparentTraceparent struct {
-	_   structs.HostLayout
-	S   [56]uint8
-	Src uint8
+	_       structs.HostLayout
+	S       [56]uint8
+	Src     uint8
+	Pad     [7]uint8
+	Root    uint64
+	ConnCtx uint64
 }
 
 type gotraceparentTtGoConnLayout struct {
@@ -144,9 +147,11 @@ const (
 	gotraceparentMapGoProcs            = "go_procs"
 	gotraceparentMapGoSpanTypes        = "go_span_types"
 	gotraceparentMapGrpcTp             = "grpc_tp"
+	gotraceparentMapHttpConnCtx        = "http_conn_ctx"
 	gotraceparentMapHttpTp             = "http_tp"
 	gotraceparentMapNewprocParent      = "newproc_parent"
 	gotraceparentProgGoGrpcHeaders     = "go_grpc_headers"
+	gotraceparentProgGoHttpConnRequest = "go_http_conn_request"
 	gotraceparentProgGoHttpHeader      = "go_http_header"
 	gotraceparentProgGoHttpRequest     = "go_http_request"
 	gotraceparentProgGoNewprocEntry    = "go_newproc_entry"
@@ -196,11 +201,12 @@ type gotraceparentSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gotraceparentProgramSpecs struct {
-	GoGrpcHeaders  *ebpf.ProgramSpec `ebpf:"go_grpc_headers"`
-	GoHttpHeader   *ebpf.ProgramSpec `ebpf:"go_http_header"`
-	GoHttpRequest  *ebpf.ProgramSpec `ebpf:"go_http_request"`
-	GoNewprocEntry *ebpf.ProgramSpec `ebpf:"go_newproc_entry"`
-	GoNewprocRet   *ebpf.ProgramSpec `ebpf:"go_newproc_ret"`
+	GoGrpcHeaders     *ebpf.ProgramSpec `ebpf:"go_grpc_headers"`
+	GoHttpConnRequest *ebpf.ProgramSpec `ebpf:"go_http_conn_request"`
+	GoHttpHeader      *ebpf.ProgramSpec `ebpf:"go_http_header"`
+	GoHttpRequest     *ebpf.ProgramSpec `ebpf:"go_http_request"`
+	GoNewprocEntry    *ebpf.ProgramSpec `ebpf:"go_newproc_entry"`
+	GoNewprocRet      *ebpf.ProgramSpec `ebpf:"go_newproc_ret"`
 }
 
 // gotraceparentMapSpecs contains maps before they are loaded into the kernel.
@@ -215,6 +221,7 @@ type gotraceparentMapSpecs struct {
 	GoProcs       *ebpf.MapSpec `ebpf:"go_procs"`
 	GoSpanTypes   *ebpf.MapSpec `ebpf:"go_span_types"`
 	GrpcTp        *ebpf.MapSpec `ebpf:"grpc_tp"`
+	HttpConnCtx   *ebpf.MapSpec `ebpf:"http_conn_ctx"`
 	HttpTp        *ebpf.MapSpec `ebpf:"http_tp"`
 	NewprocParent *ebpf.MapSpec `ebpf:"newproc_parent"`
 }
@@ -254,6 +261,7 @@ type gotraceparentMaps struct {
 	GoProcs       *ebpf.Map `ebpf:"go_procs"`
 	GoSpanTypes   *ebpf.Map `ebpf:"go_span_types"`
 	GrpcTp        *ebpf.Map `ebpf:"grpc_tp"`
+	HttpConnCtx   *ebpf.Map `ebpf:"http_conn_ctx"`
 	HttpTp        *ebpf.Map `ebpf:"http_tp"`
 	NewprocParent *ebpf.Map `ebpf:"newproc_parent"`
 }
@@ -268,6 +276,7 @@ func (m *gotraceparentMaps) Close() error {
 		m.GoProcs,
 		m.GoSpanTypes,
 		m.GrpcTp,
+		m.HttpConnCtx,
 		m.HttpTp,
 		m.NewprocParent,
 	)
@@ -284,16 +293,18 @@ type gotraceparentVariables struct {
 //
 // It can be passed to loadGotraceparentObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gotraceparentPrograms struct {
-	GoGrpcHeaders  *ebpf.Program `ebpf:"go_grpc_headers"`
-	GoHttpHeader   *ebpf.Program `ebpf:"go_http_header"`
-	GoHttpRequest  *ebpf.Program `ebpf:"go_http_request"`
-	GoNewprocEntry *ebpf.Program `ebpf:"go_newproc_entry"`
-	GoNewprocRet   *ebpf.Program `ebpf:"go_newproc_ret"`
+	GoGrpcHeaders     *ebpf.Program `ebpf:"go_grpc_headers"`
+	GoHttpConnRequest *ebpf.Program `ebpf:"go_http_conn_request"`
+	GoHttpHeader      *ebpf.Program `ebpf:"go_http_header"`
+	GoHttpRequest     *ebpf.Program `ebpf:"go_http_request"`
+	GoNewprocEntry    *ebpf.Program `ebpf:"go_newproc_entry"`
+	GoNewprocRet      *ebpf.Program `ebpf:"go_newproc_ret"`
 }
 
 func (p *gotraceparentPrograms) Close() error {
 	return _GotraceparentClose(
 		p.GoGrpcHeaders,
+		p.GoHttpConnRequest,
 		p.GoHttpHeader,
 		p.GoHttpRequest,
 		p.GoNewprocEntry,

@@ -9,14 +9,28 @@ import (
 // resolveHTTP finds where a net/http server parses request headers. Absent
 // (no net/http server in the binary, or the function was inlined away)
 // means no traceparent from headers, which is logged, not fatal.
+//
+// The request's start is net/http's (*conn).readRequest, which also gives
+// the connection's context a goroutine's inherited traceparent is checked
+// against (godeadline.bpf.c, inherited_current); else the package's
+// readRequest, and inherited traceparents are not used.
 func (p *Process) resolveHTTP() []site {
 	var sites []site
+	request := struct {
+		name string
+		prog *ebpf.Program
+		fn   string
+	}{"go_http_conn_request", p.objs.traceparent.GoHttpConnRequest, "net/http.(*conn).readRequest"}
+	if _, err := p.bin.Func(request.fn); err != nil {
+		p.log.Debug("no connection context for inherited traceparents", "missing", request.fn, "err", err)
+		request.name, request.prog, request.fn = "go_http_request", p.objs.traceparent.GoHttpRequest, "net/http.readRequest"
+	}
 	for _, s := range []struct {
 		name string
 		prog *ebpf.Program
 		fn   string
 	}{
-		{"go_http_request", p.objs.traceparent.GoHttpRequest, "net/http.readRequest"},
+		request,
 		{"go_http_header", p.objs.traceparent.GoHttpHeader, "net/textproto.canonicalMIMEHeaderKey"},
 	} {
 		fn, err := p.bin.Func(s.fn)

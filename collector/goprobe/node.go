@@ -287,7 +287,7 @@ func (n *Node) sweep() {
 func (n *Node) Stats() (Stats, error) {
 	var s Stats
 	if err := collector.Counters(n.objs.GoHits, &s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits, &s.RoundTripHits,
-		&s.GRPCHeaderHits, &s.GRPCStreamHits, &s.DialHits, &s.NewprocHits, &s.Raced, &s.Stale); err != nil {
+		&s.GRPCHeaderHits, &s.GRPCStreamHits, &s.DialHits, &s.NewprocHits, &s.Raced, &s.Stale, &s.StaleTrace); err != nil {
 		return s, fmt.Errorf("read Go probe stats: %w", err)
 	}
 	n.mu.Lock()

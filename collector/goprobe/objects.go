@@ -69,7 +69,7 @@ func (o *objects) programs() []*ebpf.Program {
 	d, c, t := &o.godeadlinePrograms, &o.calls.gocallsPrograms, &o.traceparent.gotraceparentPrograms
 	return []*ebpf.Program{d.GoCreateEntry, d.GoCreateRet, d.GoExpiredAtCreation, d.GoSpanStartRet, d.GoTimerFired,
 		c.GoDialEntry, c.GoDialRet, c.GoGrpcNewStream, c.GoHttpRoundtrip, c.GoHttpRoundtripRet, c.GoH2Roundtrip, c.GoXh2Roundtrip,
-		t.GoGrpcHeaders, t.GoHttpHeader, t.GoHttpRequest, t.GoNewprocEntry, t.GoNewprocRet}
+		t.GoGrpcHeaders, t.GoHttpHeader, t.GoHttpRequest, t.GoHttpConnRequest, t.GoNewprocEntry, t.GoNewprocRet}
 }
 
 // close frees the programs and maps (their links must be closed first):

@@ -46,7 +46,11 @@ type Stats struct {
 	// whose deadline was met, found at the address of a later one when it
 	// expired (their deadlines differ) and not used: they would have given
 	// it the earlier request's creation, goroutine and trace.
-	Stale            uint64
+	Stale uint64
+	// StaleTrace counts creations that did not take the traceparent their
+	// goroutine inherited: the goroutine that passed it on serves another
+	// request now (or none), so it was an earlier request's.
+	StaleTrace       uint64
 	Swept            uint64 // recorded creations removed because their deadline passed unseen (met in time)
 	DecodeErrors     uint64
 	LateCookieErrors uint64 // bound connections whose cookie could not be asked of the kernel (see lateCookie)

@@ -29,6 +29,10 @@ const (
 	spanInside = "inside"
 	// spanNone uses no OTel at all.
 	spanNone = "none"
+	// spanMixed takes turns, by sequence number: before, inside, then none
+	// (an uninstrumented transport of its own, so no span at all and no
+	// traceparent sent).
+	spanMixed = "mixed"
 )
 
 // clientConfig holds the client subcommand's flags.
@@ -76,7 +80,7 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.IntVar(&c.concurrency, "concurrency", 1, "concurrent workers")
 	fs.DurationVar(&c.timeout, "timeout", time.Second, "per-request context.WithTimeout; 0 for no deadline")
 	fs.StringVar(&c.span, "span", spanBefore,
-		"where the client span opens: before (span, then deadline under it)|inside (deadline, then the transport's span inside the call)|none (no OTel)")
+		"where the client span opens: before (span, then deadline under it)|inside (deadline, then the transport's span inside the call)|none (no OTel)|mixed (request i: before, inside, none by i mod 3)")
 	fs.BoolVar(&c.otel, "otel", true,
 		"instrument the transport with otelhttp/otelgrpc (required by -span=inside; ignored by -span=none)")
 	fs.StringVar(&c.traceparent, "traceparent", "",
@@ -98,9 +102,9 @@ func (c *clientConfig) check(explicit map[string]bool) error {
 		return fmt.Errorf("-proto %q: want http, grpc, grpc-stall or dial", c.proto)
 	}
 	switch c.span {
-	case spanBefore, spanInside, spanNone:
+	case spanBefore, spanInside, spanNone, spanMixed:
 	default:
-		return fmt.Errorf("-span %q: want before, inside or none", c.span)
+		return fmt.Errorf("-span %q: want before, inside, none or mixed", c.span)
 	}
 	switch c.transport {
 	case "", "plain", "default":
@@ -134,8 +138,8 @@ func (c *clientConfig) check(explicit map[string]bool) error {
 	if c.span == spanNone {
 		c.otel = false
 	}
-	if c.span == spanInside && !c.otel {
-		return errors.New("-span=inside needs -otel: the transport starts the span")
+	if (c.span == spanInside || c.span == spanMixed) && !c.otel {
+		return fmt.Errorf("-span=%s needs -otel: the transport starts the span", c.span)
 	}
 	return nil
 }
@@ -167,23 +171,33 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 		tel = newTelemetry()
 		defer tel.shutdown(context.Background())
 	}
-	var callers []caller
+	var callers, plain []caller
 	for _, target := range strings.Split(cfg.target, ",") {
-		tcfg := cfg
-		tcfg.target = target
-		var (
-			c   caller
-			err error
-		)
-		if cfg.proto == "http" {
-			c = newHTTPCaller(tcfg, tel)
-		} else if cfg.proto == "dial" {
-			c = dialCaller{target: target}
-		} else if c, err = newGRPCCaller(tcfg, tel); err != nil {
-			return err
+		for _, instrumented := range []bool{true, false} {
+			if !instrumented && cfg.span != spanMixed {
+				break
+			}
+			tcfg := cfg
+			tcfg.target = target
+			tcfg.otel = cfg.otel && instrumented
+			var (
+				c   caller
+				err error
+			)
+			if cfg.proto == "http" {
+				c = newHTTPCaller(tcfg, tel)
+			} else if cfg.proto == "dial" {
+				c = dialCaller{target: target}
+			} else if c, err = newGRPCCaller(tcfg, tel); err != nil {
+				return err
+			}
+			defer c.close()
+			if instrumented {
+				callers = append(callers, c)
+			} else {
+				plain = append(plain, c)
+			}
 		}
-		defer c.close()
-		callers = append(callers, c)
 	}
 
 	if cfg.gogc > 0 {
@@ -205,7 +219,7 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 	if cfg.stwBlock > 0 {
 		stwBlock(ctx, cfg.stwBlock)
 	}
-	r := &requester{cfg: cfg, callers: callers, targets: strings.Split(cfg.target, ",")}
+	r := &requester{cfg: cfg, callers: callers, plain: plain, targets: strings.Split(cfg.target, ",")}
 	if cfg.localWait > 0 {
 		r.sem = make(chan struct{})
 		go func() {
@@ -224,7 +238,7 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 			}
 		}()
 	}
-	if cfg.span == spanBefore {
+	if cfg.span == spanBefore || cfg.span == spanMixed {
 		r.tracer = tel.tracer()
 	}
 	if cfg.traceparent != "" {
@@ -238,6 +252,7 @@ func runClient(ctx context.Context, args []string, stdin io.Reader, out *lineWri
 type requester struct {
 	cfg     clientConfig
 	callers []caller
+	plain   []caller // -span=mixed: the uninstrumented callers, for "none"
 	targets []string
 	sem     chan struct{} // -local-wait: the local semaphore
 	tracer  trace.Tracer
@@ -295,7 +310,15 @@ func (r *requester) run(ctx context.Context, out *lineWriter) summaryLine {
 func (r *requester) one(seq int) clientLine {
 	line := clientLine{Side: "client", Proto: r.cfg.proto, Seq: seq}
 	ctx := context.Background()
-	if r.cfg.span == spanBefore {
+	span, callers := r.cfg.span, r.callers
+	if span == spanMixed {
+		span = []string{spanBefore, spanInside, spanNone}[seq%3]
+		if span == spanNone {
+			callers = r.plain
+		}
+		line.Span = span
+	}
+	if span == spanBefore {
 		var span trace.Span
 		ctx, span = r.tracer.Start(ctx, "client-request")
 		defer span.End()
@@ -308,6 +331,8 @@ func (r *requester) one(seq int) clientLine {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.cfg.timeout)
 		defer cancel()
+		dl, _ := ctx.Deadline()
+		line.Deadline = deadlineText(dl)
 	}
 	ctx, cs := withCallSpan(ctx)
 	line.Target = r.targets[seq%len(r.targets)]
@@ -323,11 +348,11 @@ func (r *requester) one(seq int) clientLine {
 		garbage(r.cfg.garbageKB)
 	}
 	if err == nil {
-		err = r.callers[seq%len(r.callers)].call(ctx)
+		err = callers[seq%len(callers)].call(ctx)
 		for r.cfg.retry && err != nil && ctx.Err() == nil {
 			select {
 			case <-time.After(50 * time.Millisecond):
-				err = r.callers[seq%len(r.callers)].call(ctx)
+				err = callers[seq%len(callers)].call(ctx)
 			case <-ctx.Done():
 				err = ctx.Err()
 			}

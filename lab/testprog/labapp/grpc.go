@@ -103,12 +103,14 @@ func (s *healthService) Check(ctx context.Context, _ *healthpb.HealthCheckReques
 		traceparent = v[0]
 	}
 	traceID, spanID := requestTrace(ctx, traceparent)
-	err := s.work.do(ctx)
+	res := s.work.do(ctx)
+	err := res.err
 	line := serverLine{
 		Side:       "server",
 		Proto:      "grpc",
 		TraceID:    traceID,
 		SpanID:     spanID,
+		Deadline:   deadlineText(res.deadline),
 		Outcome:    serverOutcome(err),
 		Error:      errorText(err),
 		DurationMS: millis(time.Since(start)),

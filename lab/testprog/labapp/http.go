@@ -109,14 +109,17 @@ func (h *workHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	// A request body (the client's -req-bytes upload) is read in full
 	// first: the upload is part of the request.
 	_, err := io.Copy(io.Discard, r.Body)
+	var res workResult
 	if err == nil {
-		err = h.work.do(r.Context())
+		res = h.work.do(r.Context())
+		err = res.err
 	}
 	line := serverLine{
 		Side:       "server",
 		Proto:      "http",
 		TraceID:    traceID,
 		SpanID:     spanID,
+		Deadline:   deadlineText(res.deadline),
 		Outcome:    serverOutcome(err),
 		Error:      errorText(err),
 		DurationMS: millis(time.Since(start)),

@@ -32,7 +32,14 @@ type clientLine struct {
 	// CallSpanID is the parent span ID sent in the traceparent header or
 	// metadata: the client span otelhttp/otelgrpc started, or the one in a
 	// fixed -traceparent.
-	CallSpanID string  `json:"call_span_id,omitempty"`
+	CallSpanID string `json:"call_span_id,omitempty"`
+	// Span is how -span=mixed opened this request's span: before, inside
+	// or none.
+	Span string `json:"span,omitempty"`
+	// Deadline is the request's context deadline (RFC 3339, UTC, to the
+	// nanosecond): the tracer reports the same instant, so a report is
+	// joined to its request exactly.
+	Deadline   string  `json:"deadline,omitempty"`
 	Outcome    string  `json:"outcome"`
 	Error      string  `json:"error"`
 	DurationMS float64 `json:"duration_ms"`
@@ -47,7 +54,10 @@ type serverLine struct {
 	TraceID string `json:"trace_id"`
 	// SpanID is the server span, current when a -deadline is set; empty
 	// without OTel.
-	SpanID     string  `json:"span_id"`
+	SpanID string `json:"span_id"`
+	// Deadline is the handler's own deadline (-deadline), as the client's
+	// line has it.
+	Deadline   string  `json:"deadline,omitempty"`
 	Outcome    string  `json:"outcome"`
 	Error      string  `json:"error"`
 	DurationMS float64 `json:"duration_ms"`

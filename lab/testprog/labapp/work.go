@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -15,6 +16,30 @@ type work struct {
 	jitter   time.Duration
 	deadline time.Duration
 	spawn    bool
+	// pool (-pool): the work runs on this many long-lived goroutines,
+	// started by the first request that needs one (sync.Once), each doing
+	// request after request; shared by every copy of the work.
+	pool *workPool
+}
+
+// workPool is -pool's: goroutines started lazily inside a request, which
+// outlive it (they inherit its traceparent, then serve other requests).
+type workPool struct {
+	n    int
+	once sync.Once
+	jobs chan poolJob
+}
+
+type poolJob struct {
+	ctx  context.Context
+	done chan workResult
+}
+
+// workResult is what one request's work did: its own deadline, if any, and
+// the error that ended it.
+type workResult struct {
+	deadline time.Time
+	err      error
 }
 
 // bind registers the work flags, shared by both servers, on fs.
@@ -25,23 +50,45 @@ func (w *work) bind(fs *flag.FlagSet) {
 		"if > 0, the handler waits under context.WithTimeout(request context, deadline): a server-side deadline")
 	fs.BoolVar(&w.spawn, "spawn", false,
 		"run the work (and its -deadline) on a goroutine the handler starts, and wait for it: a deadline set off the serving goroutine")
+	w.pool = &workPool{}
+	fs.IntVar(&w.pool.n, "pool", 0,
+		"run the work (and its -deadline, under the request's context) on this many worker goroutines the first request starts and every later one reuses (0: on the handler's goroutine)")
 }
 
 // do waits for the delay, stopping early when ctx (or the handler's own
 // deadline under it) ends; it returns that context's error.
-func (w work) do(ctx context.Context) error {
+func (w work) do(ctx context.Context) workResult {
 	if w.spawn {
-		done := make(chan error, 1)
+		done := make(chan workResult, 1)
 		go func() {
 			w.spawn = false
 			done <- w.do(ctx)
 		}()
 		return <-done
 	}
+	if p := w.pool; p != nil && p.n > 0 {
+		p.once.Do(func() {
+			p.jobs = make(chan poolJob)
+			inline := w
+			inline.pool = nil
+			for range p.n {
+				go func() {
+					for j := range p.jobs {
+						j.done <- inline.do(j.ctx)
+					}
+				}()
+			}
+		})
+		done := make(chan workResult, 1)
+		p.jobs <- poolJob{ctx: ctx, done: done}
+		return <-done
+	}
+	var res workResult
 	if w.deadline > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, w.deadline)
 		defer cancel()
+		res.deadline, _ = ctx.Deadline()
 	}
 	d := w.delay
 	if w.jitter > 0 {
@@ -51,10 +98,19 @@ func (w work) do(ctx context.Context) error {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		res.err = ctx.Err()
 	}
+	return res
+}
+
+// deadlineText is a deadline as the lines log it: RFC 3339, UTC, to the
+// nanosecond; "" for none.
+func deadlineText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // serverOutcome classifies the result of work.do.
