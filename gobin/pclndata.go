@@ -87,8 +87,12 @@ func (d *pclnData) at(off, n uint64) ([]byte, bool) {
 		if !ok {
 			return nil, false
 		}
+		// A copy: an evicted page's buffer is reused, so a slice of it
+		// held across a later read could show another page's bytes. CI
+		// once read a corrupt function record (TestFirstArgLive/arm64);
+		// that this was the cause is not proven.
 		in := off & (pclnPageSize - 1)
-		return p[in : in+n], true
+		return append([]byte(nil), p[in:in+n]...), true
 	}
 	// Across two pages: a copy.
 	a, ok1 := d.page(first)
