@@ -28,7 +28,6 @@ int go_http_request(struct pt_regs *ctx)
 	hit(TT_GO_HIT_HTTP_REQUEST);
 	struct pid_ptr key = {.pid = bpf_get_current_pid_tgid() >> 32, .ptr = GO_G(ctx)};
 	bpf_map_delete_elem(&http_tp, &key);
-	bpf_map_delete_elem(&http_conn_ctx, &key);
 	return 0;
 }
 

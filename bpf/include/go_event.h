@@ -100,9 +100,9 @@ enum tt_go_tp_source {
 	TT_TP_HTTP = 1,      /* net/http server: the request's header line */
 	TT_TP_GRPC = 2,      /* gRPC server: the stream's metadata, as its HEADERS frame was decoded */
 	TT_TP_GOROUTINE = 3, /* inherited from the goroutine that started this one */
-	/* Inherited, not used: the goroutine it came from serves another
-	 * request now (a long-lived goroutine a request once started). No
-	 * traceparent is copied. */
+	/* Inherited, not used: it could not be shown to be the request's
+	 * (inherited_current; a long-lived goroutine a request once started
+	 * doing other requests' work). No traceparent is copied. */
 	TT_TP_STALE = 4,
 };
 
@@ -222,7 +222,7 @@ enum tt_go_hit {
 	TT_GO_HIT_NEWPROC = 12,    /* detail: goroutines started (runtime.newproc1 entry and returns) */
 	TT_GO_HIT_RACED = 13,      /* cold: timers that fired after a parent's expiry cancelled them (the parent is reported) */
 	TT_GO_HIT_STALE = 14,      /* cold: creation or child-span records of another context once at the expiring one's address, not used */
-	TT_GO_HIT_STALE_TRACE = 15,/* detail: inherited traceparents not used at a creation: their request had ended (TT_TP_STALE) */
+	TT_GO_HIT_STALE_TRACE = 15,/* detail: inherited traceparents not used at a creation: not shown to be its request's (TT_TP_STALE) */
 	TT_GO_HIT_MAX = 16,
 };
 

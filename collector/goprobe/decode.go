@@ -45,7 +45,7 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 	if r.TraceStatus == uint8(godeadlineTtGoTraceStatusTT_TRACE_NONE) && out.TraceID == "" && p.otelErr != nil {
 		out.TraceNote = "no OpenTelemetry span walk in this binary: " + p.otelErr.Error()
 	}
-	if out.TraceID == "" && r.CreatedNs == 0 && (len(p.httpSites) > 0 || p.ext.grpc.HasServer != 0) {
+	if out.TraceID == "" && r.CreatedNs == 0 && p.readsInboundTraceparent() {
 		out.TraceNote += "; an inbound traceparent is read by the detail tier, which did not see this deadline set (off then)"
 	}
 	if r.CreatedNs != 0 {
@@ -112,7 +112,7 @@ func setTrace(r *godeadlineTtGoEvent, out *event.Deadline) {
 		out.TraceNote = "the binary does not link OpenTelemetry"
 	}
 	if r.TraceparentSrc == uint8(godeadlineTtGoTpSourceTT_TP_STALE) {
-		out.TraceNote += "; the traceparent its goroutine inherited was not used: the goroutine that passed it on serves another request now"
+		out.TraceNote += "; the traceparent its goroutine inherited was not used: it could not be shown to be this request's (the goroutine that passed it on serves another request now, or the deadline does not descend from its request)"
 		return
 	}
 	if tid, sid, flags, ok := parseTraceparent(r.Traceparent[:]); ok {

@@ -53,7 +53,7 @@ func (p *Process) resolveDial() {
 // requests (a net/http or gRPC server whose inbound traceparent a
 // goroutine can hold): elsewhere nothing is there to inherit.
 func (p *Process) resolveNewproc() {
-	if len(p.httpSites) == 0 && p.ext.grpc.HasServer == 0 {
+	if !p.readsInboundTraceparent() {
 		p.log.Debug("no goroutine ancestry: no inbound traceparent probe (net/http or gRPC server) in this program")
 		return
 	}

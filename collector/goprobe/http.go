@@ -15,21 +15,18 @@ import (
 // against (godeadline.bpf.c, inherited_current); else the package's
 // readRequest, and inherited traceparents are not used.
 func (p *Process) resolveHTTP() []site {
-	var sites []site
-	request := struct {
+	type probe struct {
 		name string
 		prog *ebpf.Program
 		fn   string
-	}{"go_http_conn_request", p.objs.traceparent.GoHttpConnRequest, "net/http.(*conn).readRequest"}
+	}
+	var sites []site
+	request := probe{"go_http_conn_request", p.objs.traceparent.GoHttpConnRequest, "net/http.(*conn).readRequest"}
 	if _, err := p.bin.Func(request.fn); err != nil {
 		p.log.Debug("no connection context for inherited traceparents", "missing", request.fn, "err", err)
-		request.name, request.prog, request.fn = "go_http_request", p.objs.traceparent.GoHttpRequest, "net/http.readRequest"
+		request = probe{"go_http_request", p.objs.traceparent.GoHttpRequest, "net/http.readRequest"}
 	}
-	for _, s := range []struct {
-		name string
-		prog *ebpf.Program
-		fn   string
-	}{
+	for _, s := range []probe{
 		request,
 		{"go_http_header", p.objs.traceparent.GoHttpHeader, "net/textproto.canonicalMIMEHeaderKey"},
 	} {
@@ -195,4 +192,10 @@ func (p *Process) resolveWrappers() {
 		cl.WrapItab[i], cl.WrapInner[i] = w.Itab+p.bias, uint32(w.Inner)
 	}
 	p.ext.hasConns = p.ext.hasConns || len(ws) > 0
+}
+
+// readsInboundTraceparent reports whether the process has a server whose
+// inbound traceparent the detail tier reads (net/http or gRPC).
+func (p *Process) readsInboundTraceparent() bool {
+	return len(p.httpSites) > 0 || p.ext.grpc.HasServer != 0
 }

@@ -48,8 +48,8 @@ type Stats struct {
 	// it the earlier request's creation, goroutine and trace.
 	Stale uint64
 	// StaleTrace counts creations that did not take the traceparent their
-	// goroutine inherited: the goroutine that passed it on serves another
-	// request now (or none), so it was an earlier request's.
+	// goroutine inherited: it could not be shown to be their request's
+	// (godeadline.bpf.c, inherited_current).
 	StaleTrace       uint64
 	Swept            uint64 // recorded creations removed because their deadline passed unseen (met in time)
 	DecodeErrors     uint64
