@@ -165,14 +165,17 @@ func TestTraceIDPropertyServer(t *testing.T) {
 			t.Run(proto+"-"+where, func(t *testing.T) {
 				server := []string{proto + "-server", "-addr", ":8080", "-otel=false", "-deadline", serverDeadline.String(),
 					"-delay", "60ms", "-delay-jitter", "80ms"}
-				// Goroutines inherit a traceparent only when the detail
-				// tier saw them start: on from the start for those.
-				detail := "auto"
+				// The inbound traceparent is read by the detail tier, and
+				// goroutines inherit one only when it saw them start: on
+				// from the start. (Under auto the first burst, before it
+				// switches on, has no ID by design: 5-8 reports, near 3 %
+				// of a 20 s run, too close to the bar for a gate.)
+				detail := "always"
 				switch where {
 				case "spawn":
-					server, detail = append(server, "-spawn"), "always"
+					server = append(server, "-spawn")
 				case "pool":
-					server, detail = append(server, "-pool", "4"), "always"
+					server = append(server, "-pool", "4")
 				}
 				client := []string{"client", "-proto", proto, "-target", labTarget, "-n", fmt.Sprint(n),
 					"-concurrency", fmt.Sprint(workers), "-timeout", "2s", "-span", "mixed"}
