@@ -115,6 +115,18 @@ struct tt_owner_seen {
 	 * With one slot every alternation was a takeover: two ring buffer
 	 * events per HTTP request, ~1 us of BPF and the agent's CPU each. */
 	struct tt_act_slot slot[2];
+	/* A retransmit whose data is not known to be acknowledged yet: snd_una
+	 * and snd_nxt when it was sent. Set by the retransmit hook (a timer or
+	 * softirq, no owner context), checked by the owner's next send or
+	 * receive: once snd_una has passed retx_nxt, everything the retransmit
+	 * repeated is acknowledged, and one event says so. A tail loss probe
+	 * answered at once (a peer that delays its ACKs longer than the probe
+	 * timeout: 10 ms here, 40 ms of delayed ACK) is then told from one
+	 * that went unanswered, without a hook on incoming ACKs. */
+	__u32 retx_una;
+	__u32 retx_nxt;
+	__u8 retx_pending;
+	__u8 _pad2[7];
 };
 
 /*
@@ -408,81 +420,6 @@ static __always_inline void maybe_activity(const struct sock *sk, struct tt_owne
 	stat_inc(TT_STAT_EMITTED);
 }
 
-/*
- * Runs in the owner's process context on every send and receive of every
- * socket on the node: the hottest code here. With typed pointers (tp_btf) it
- * reads fields directly, no probe-read helper calls, and returns after one
- * hash lookup when the socket's owner is already known.
- */
-static __always_inline void note_owner(const struct sock *sk, bool btf, __u8 dir)
-{
-	stat_inc(TT_STAT_OWNER_HITS);
-	if (!sk)
-		return;
-	const struct sock *tsk = sk; /* the TCP socket whose owner to record */
-	bool typed = btf;
-	if (btf) {
-		__u16 family = sk->__sk_common.skc_family;
-		if (family != TT_AF_INET && family != TT_AF_INET6)
-			return;
-		if (BPF_CORE_READ_BITFIELD(sk, sk_type) != TT_SOCK_STREAM)
-			return;
-		__u16 proto = BPF_CORE_READ_BITFIELD(sk, sk_protocol);
-		if (proto == TT_IPPROTO_MPTCP) {
-			/* The process talks to the MPTCP socket; retransmits
-			 * happen on its TCP subflow (Go listeners use MPTCP by
-			 * default since 1.24). Record the first subflow. */
-			tsk = BPF_CORE_READ((const struct mptcp_sock___tt *)sk, first);
-			if (!tsk)
-				return;
-			typed = false;
-		} else if (proto != TT_IPPROTO_TCP) {
-			return;
-		}
-	} else if (!is_tcp(sk)) {
-		return;
-	}
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (target_tgid && tgid != target_tgid)
-		return;
-	struct tt_owner_seen *seen = NULL;
-	if (btf) {
-		seen = bpf_sk_storage_get(&owner_seen, (void *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-		if (seen && seen->tgid == tgid && seen->sport) {
-			if (typed && dir)
-				maybe_activity(sk, seen, tgid, dir);
-			return;
-		}
-	}
-	struct tt_sock *s;
-	__u16 sport;
-	if (typed) {
-		s = sock_get(tsk, true, true);
-		sport = tsk->__sk_common.skc_num;
-	} else {
-		s = sock_get(tsk, false, true);
-		sport = BPF_CORE_READ(tsk, __sk_common.skc_num);
-	}
-	if (!s)
-		return;
-	if (!s->sport)
-		s->sport = sport;
-	/* A cgroup id of 0 comes from an adopted listener whose cgroup could
-	 * not be read: the first send in the owner's context fills it. */
-	if (s->tgid != tgid || !s->cgroup_id) {
-		s->tgid = tgid;
-		s->cgroup_id = bpf_get_current_cgroup_id();
-		s->netns = BPF_CORE_READ(tsk, __sk_common.skc_net.net, ns.inum);
-		bpf_get_current_comm(&s->comm, sizeof(s->comm));
-	}
-	if (seen) {
-		seen->tgid = tgid;
-		seen->sport = s->sport;
-		if (typed && dir)
-			maybe_activity(sk, seen, tgid, dir);
-	}
-}
-
 static __always_inline bool rate_ok(struct tt_sock *s)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -577,6 +514,104 @@ static __always_inline void emit(const struct sock *sk, struct tt_sock *owner, _
 }
 
 /*
+ * The owner's send or receive on a socket with a retransmit pending (see
+ * tt_owner_seen): one event once everything sent before that retransmit is
+ * acknowledged. snd_una has moved past the retransmit's own snd_una too, so
+ * a retransmit sent with nothing outstanding (snd_nxt rewound) is not taken
+ * for acknowledged. The time is an upper bound: the ACK came before it.
+ */
+static __always_inline void check_retx_acked(const struct sock *sk, struct tt_owner_seen *seen)
+{
+	const struct tcp_sock *tp = (const void *)sk;
+	__u32 una = BPF_CORE_READ(tp, snd_una);
+	if ((__s32)(una - seen->retx_nxt) < 0 || una == seen->retx_una)
+		return;
+	seen->retx_pending = 0;
+	struct tt_sock *s = sock_get(sk, true, false);
+	if (!s)
+		return;
+	__u8 state = sk->__sk_common.skc_state;
+	emit(sk, s, TT_KIND_RETRANSMIT_ACKED, state, state, 0, true);
+}
+
+/*
+ * Runs in the owner's process context on every send and receive of every
+ * socket on the node: the hottest code here. With typed pointers (tp_btf) it
+ * reads fields directly, no probe-read helper calls, and returns after one
+ * hash lookup when the socket's owner is already known.
+ */
+static __always_inline void note_owner(const struct sock *sk, bool btf, __u8 dir)
+{
+	stat_inc(TT_STAT_OWNER_HITS);
+	if (!sk)
+		return;
+	const struct sock *tsk = sk; /* the TCP socket whose owner to record */
+	bool typed = btf;
+	if (btf) {
+		__u16 family = sk->__sk_common.skc_family;
+		if (family != TT_AF_INET && family != TT_AF_INET6)
+			return;
+		if (BPF_CORE_READ_BITFIELD(sk, sk_type) != TT_SOCK_STREAM)
+			return;
+		__u16 proto = BPF_CORE_READ_BITFIELD(sk, sk_protocol);
+		if (proto == TT_IPPROTO_MPTCP) {
+			/* The process talks to the MPTCP socket; retransmits
+			 * happen on its TCP subflow (Go listeners use MPTCP by
+			 * default since 1.24). Record the first subflow. */
+			tsk = BPF_CORE_READ((const struct mptcp_sock___tt *)sk, first);
+			if (!tsk)
+				return;
+			typed = false;
+		} else if (proto != TT_IPPROTO_TCP) {
+			return;
+		}
+	} else if (!is_tcp(sk)) {
+		return;
+	}
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (target_tgid && tgid != target_tgid)
+		return;
+	struct tt_owner_seen *seen = NULL;
+	if (btf) {
+		seen = bpf_sk_storage_get(&owner_seen, (void *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+		if (seen && seen->retx_pending && typed)
+			check_retx_acked(sk, seen);
+		if (seen && seen->tgid == tgid && seen->sport) {
+			if (typed && dir)
+				maybe_activity(sk, seen, tgid, dir);
+			return;
+		}
+	}
+	struct tt_sock *s;
+	__u16 sport;
+	if (typed) {
+		s = sock_get(tsk, true, true);
+		sport = tsk->__sk_common.skc_num;
+	} else {
+		s = sock_get(tsk, false, true);
+		sport = BPF_CORE_READ(tsk, __sk_common.skc_num);
+	}
+	if (!s)
+		return;
+	if (!s->sport)
+		s->sport = sport;
+	/* A cgroup id of 0 comes from an adopted listener whose cgroup could
+	 * not be read: the first send in the owner's context fills it. */
+	if (s->tgid != tgid || !s->cgroup_id) {
+		s->tgid = tgid;
+		s->cgroup_id = bpf_get_current_cgroup_id();
+		s->netns = BPF_CORE_READ(tsk, __sk_common.skc_net.net, ns.inum);
+		bpf_get_current_comm(&s->comm, sizeof(s->comm));
+	}
+	if (seen) {
+		seen->tgid = tgid;
+		seen->sport = s->sport;
+		if (typed && dir)
+			maybe_activity(sk, seen, tgid, dir);
+	}
+}
+
+/*
  * The socket's entry for an event hook, or NULL when the event is filtered
  * out. With a target process only sockets it is known to own pass.
  */
@@ -632,6 +667,19 @@ static __always_inline int on_retransmit(unsigned long long *ctx, const struct s
 	else
 		kind = TT_KIND_RETRANSMIT;
 
+	if (btf && kind != TT_KIND_SYN_RETRANSMIT) {
+		/* Before the rate limit: a suppressed retransmit is still one
+		 * whose data an acknowledgement must cover. No create: a socket
+		 * its owner never sent on has no storage, and no send or
+		 * receive that would check it. */
+		struct tt_owner_seen *seen = bpf_sk_storage_get(&owner_seen, (void *)sk, 0, 0);
+		if (seen) {
+			const struct tcp_sock *tp = (const void *)sk;
+			seen->retx_una = BPF_CORE_READ(tp, snd_una);
+			seen->retx_nxt = BPF_CORE_READ(tp, snd_nxt);
+			seen->retx_pending = 1;
+		}
+	}
 	if (s && !rate_ok(s))
 		return 0;
 	int err = 0;

@@ -34,6 +34,10 @@ const (
 	TCPClose            TCPKind = 15 // lifecycle: connection closed
 	TCPActivity         TCPKind = 16 // the owner sent or received (coarse: at most once per interval per socket, and when another goroutine takes over)
 	TCPClosing          TCPKind = 17 // lifecycle: this side closed a connected socket (ESTABLISHED -> FIN_WAIT1, CLOSE_WAIT -> LAST_ACK)
+	// TCPRetransmitAcked: everything sent before the socket's last
+	// retransmit is acknowledged (noticed at the owner's next send or
+	// receive, so the ACK came at or before the event; tp_btf only).
+	TCPRetransmitAcked TCPKind = 18
 )
 
 var tcpKindNames = [...]string{
@@ -54,6 +58,7 @@ var tcpKindNames = [...]string{
 	TCPClose:            "close",
 	TCPActivity:         "activity",
 	TCPClosing:          "closing",
+	TCPRetransmitAcked:  "retransmit_acked",
 }
 
 // String returns the kind's stable name, as used in JSON and metrics.

@@ -24,6 +24,8 @@ enum tt_tcp_kind {
 	                                  and whenever another goroutine does the I/O) */
 	TT_KIND_CLOSING = 17,          /* lifecycle: this side closed a connected socket (ESTABLISHED -> FIN_WAIT1,
 	                                  CLOSE_WAIT -> LAST_ACK): a cancelled call's connection is closed with it */
+	TT_KIND_RETRANSMIT_ACKED = 18, /* everything sent before the socket's last retransmit is acknowledged:
+	                                  noticed at the owner's next send or receive (tp_btf only) */
 };
 
 /* Direction of an activity event. */

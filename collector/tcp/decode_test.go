@@ -101,14 +101,15 @@ func TestKindsMatchBPF(t *testing.T) {
 		tcpTtTcpKindTT_KIND_CLOSE:             event.TCPClose,
 		tcpTtTcpKindTT_KIND_ACTIVITY:          event.TCPActivity,
 		tcpTtTcpKindTT_KIND_CLOSING:           event.TCPClosing,
+		tcpTtTcpKindTT_KIND_RETRANSMIT_ACKED:  event.TCPRetransmitAcked,
 	}
 	for c, g := range pairs {
 		if uint8(c) != uint8(g) || !g.Valid() {
 			t.Errorf("C kind %d != Go kind %d (%s)", c, g, g)
 		}
 	}
-	if n := len(pairs); n != int(event.TCPClosing) {
-		t.Errorf("%d kinds mapped, Go knows %d", n, event.TCPClosing)
+	if n := len(pairs); n != int(event.TCPRetransmitAcked) {
+		t.Errorf("%d kinds mapped, Go knows %d", n, event.TCPRetransmitAcked)
 	}
 }
 

@@ -48,6 +48,10 @@ type tcpTtOwnerSeen struct {
 		Dirs   uint8
 		Pad    [3]uint8
 	}
+	RetxUna     uint32
+	RetxNxt     uint32
+	RetxPending uint8
+	Pad2        [7]uint8
 }
 
 type tcpTtSock struct {
@@ -134,6 +138,7 @@ const (
 	tcpTtTcpKindTT_KIND_CLOSE             tcpTtTcpKind = 15
 	tcpTtTcpKindTT_KIND_ACTIVITY          tcpTtTcpKind = 16
 	tcpTtTcpKindTT_KIND_CLOSING           tcpTtTcpKind = 17
+	tcpTtTcpKindTT_KIND_RETRANSMIT_ACKED  tcpTtTcpKind = 18
 )
 
 // Names of all BPF objects in the ELF.
