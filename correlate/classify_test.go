@@ -117,6 +117,34 @@ func TestConnectionClass(t *testing.T) {
 		// the request waited on the peer after it.
 		{"tlp repaired before the expiry", func(c *conn) { c.tcp(1200, event.TCPTLP) }, ClassSlowPeer},
 		{"tlp after the expiry", func(c *conn) { c.tcp(1510, event.TCPTLP) }, ClassTLP},
+		// Within its RTO, but the kernel said the probed data was
+		// acknowledged before the expiry: answered, not lost.
+		{"tlp acknowledged before the expiry", func(c *conn) {
+			c.tcp(1400, event.TCPTLP)
+			c.tcp(1420, event.TCPRetransmitAcked)
+		}, ClassSlowPeer},
+		{"fast retransmit acknowledged before the expiry", func(c *conn) {
+			c.tcp(1400, event.TCPFastRetransmit)
+			c.tcp(1401, event.TCPRetransmitAcked)
+		}, ClassSlowPeer},
+		// An acknowledgement of an earlier retransmit covers no later one;
+		// one after the expiry came too late for the request.
+		{"tlp after an acknowledged one", func(c *conn) {
+			c.tcp(1300, event.TCPTLP)
+			c.tcp(1310, event.TCPRetransmitAcked)
+			c.tcp(1400, event.TCPTLP)
+		}, ClassTLP},
+		// Later than the expiry by more than its RTO (204 ms): it repeats
+		// only data sent after the expiry.
+		{"tlp an RTO after the expiry", func(c *conn) { c.tcp(1710, event.TCPTLP) }, ClassSlowPeer},
+		{"tlp acknowledged after the expiry", func(c *conn) {
+			c.tcp(1400, event.TCPTLP)
+			c.tcp(1505, event.TCPRetransmitAcked)
+		}, ClassTLP},
+		{"an acknowledged rto is still rto", func(c *conn) {
+			c.tcp(1300, event.TCPRTO)
+			c.tcp(1400, event.TCPRetransmitAcked)
+		}, ClassRTO},
 		{"fast retransmit repaired before the expiry", func(c *conn) { c.tcp(1200, event.TCPFastRetransmit) }, ClassSlowPeer},
 		{"zero window beats fast retransmit", func(c *conn) {
 			c.tcp(1100, event.TCPFastRetransmit)

@@ -255,7 +255,7 @@ func (c *Correlator) verdict(e *evidence, sp span) (Class, string) {
 		return ClassZeroWindow, ""
 	case (n[event.TCPFastRetransmit] > 0 || n[event.TCPRetransmit] > 0) && !e.repairedBefore(sp):
 		return ClassFastRetransmit, ""
-	case n[event.TCPTLP] > 0 && !e.repairedBefore(sp) && !e.probedOlder(sp):
+	case n[event.TCPTLP] > 0 && e.probedBefore(sp) && !e.repairedBefore(sp) && !e.probedOlder(sp):
 		return ClassTLP, ""
 	case (e.abortedBare || (e.state != nil && e.state.state == stateSynSent && !e.established)) && c.synUnanswered(e, sp):
 		return ClassSynTimeout, ""
@@ -371,7 +371,8 @@ func (c *Correlator) synUnanswered(e *evidence, sp span) bool {
 // so by then the loss was repaired, and a deadline that expired later
 // waited on something else. vegeta over HTTP/2 to a slow server: one TLP
 // on its one connection seconds before the expiries read tlp 33 times
-// of 100 on a healthy network.
+// of 100 on a healthy network. Sooner than that, a retransmit_acked
+// record says the same directly.
 func (e *evidence) repairedBefore(sp span) bool {
 	if e.n[event.TCPRTO] > 0 {
 		return false
@@ -388,11 +389,48 @@ func (e *evidence) repairedBefore(sp span) bool {
 	if last == nil {
 		return false // only after the expiry: they say nothing was repaired before it
 	}
+	// Acknowledged: the kernel's snd_una passed everything sent before
+	// the retransmit, seen by the owner's next send or receive before the
+	// expiry (the ACK came earlier still). A peer that delays its ACKs
+	// past the probe timeout draws a tail loss probe that is answered at
+	// once: vegeta over HTTP/2 to a server that answers after 4 s, a probe
+	// at the burst's start, 150 ms before its RTO could show the repair,
+	// read tlp for 18 of 100 expiries.
+	for _, r := range e.evs {
+		if r.kind == event.TCPRetransmitAcked && r.mono >= last.mono && r.mono <= sp.expiry {
+			return true
+		}
+	}
 	rto := uint64(last.rtoUs) * 1000
 	if rto == 0 {
 		rto = uint64(time.Second) // none recorded: the kernel's initial RTO
 	}
 	return last.mono+rto < sp.expiry
+}
+
+// probedBefore: some tail loss probe in the window may repeat data sent
+// before the expiry. The probe timer never outlasts the retransmission
+// timer (tcp_schedule_loss_probe caps it at the RTO's remaining time), so
+// what is unacknowledged when a probe fires was sent at most one RTO
+// before it: a probe later than the expiry plus its RTO repeats only data
+// sent after the expiry, the cancellation's own (vegeta over HTTP/2 to a
+// server that answers after 4 s: the RST_STREAM frames of the expired
+// streams drew a probe from the server's delayed ACKs, and the expiries
+// before it read tlp, 6 of 100 in 2 runs of 4).
+func (e *evidence) probedBefore(sp span) bool {
+	for _, r := range e.evs {
+		if r.kind != event.TCPTLP {
+			continue
+		}
+		rto := uint64(r.rtoUs) * 1000
+		if rto == 0 {
+			rto = uint64(time.Second) // none recorded: the kernel's initial RTO
+		}
+		if r.mono <= sp.expiry+rto {
+			return true
+		}
+	}
+	return false
 }
 
 // probedOlder: every tail loss probe in the window fired too soon after
