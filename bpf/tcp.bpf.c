@@ -120,9 +120,9 @@ struct tt_owner_seen {
 	 * softirq, no owner context), checked by the owner's next send or
 	 * receive: once snd_una has passed retx_nxt, everything the retransmit
 	 * repeated is acknowledged, and one event says so. A tail loss probe
-	 * answered at once (a peer that delays its ACKs longer than the probe
-	 * timeout: 10 ms here, 40 ms of delayed ACK) is then told from one
-	 * that went unanswered, without a hook on incoming ACKs. */
+	 * answered at once (a peer that delays its ACKs, ~40 ms, longer than
+	 * the probe timeout, 2 SRTT + 2 jiffies) is then told from one that
+	 * went unanswered, without a hook on incoming ACKs. */
 	__u32 retx_una;
 	__u32 retx_nxt;
 	__u8 retx_pending;

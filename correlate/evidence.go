@@ -393,19 +393,23 @@ func (e *evidence) repairedBefore(sp span) bool {
 	// the retransmit, seen by the owner's next send or receive before the
 	// expiry (the ACK came earlier still). A peer that delays its ACKs
 	// past the probe timeout draws a tail loss probe that is answered at
-	// once: vegeta over HTTP/2 to a server that answers after 4 s, a probe
-	// at the burst's start, 150 ms before its RTO could show the repair,
-	// read tlp for 18 of 100 expiries.
+	// once: vegeta over HTTP/2 to a server that answers after 4 s, its
+	// probe acknowledged 42-44 ms after it, far sooner than its RTO.
 	for _, r := range e.evs {
 		if r.kind == event.TCPRetransmitAcked && r.mono >= last.mono && r.mono <= sp.expiry {
 			return true
 		}
 	}
-	rto := uint64(last.rtoUs) * 1000
-	if rto == 0 {
-		rto = uint64(time.Second) // none recorded: the kernel's initial RTO
+	return last.mono+last.rto() < sp.expiry
+}
+
+// rto is the retransmission timeout armed at r, in ns; with none recorded,
+// the kernel's initial one.
+func (r *tcpRec) rto() uint64 {
+	if r.rtoUs == 0 {
+		return uint64(time.Second)
 	}
-	return last.mono+rto < sp.expiry
+	return uint64(r.rtoUs) * 1000
 }
 
 // probedBefore: some tail loss probe in the window may repeat data sent
@@ -422,11 +426,7 @@ func (e *evidence) probedBefore(sp span) bool {
 		if r.kind != event.TCPTLP {
 			continue
 		}
-		rto := uint64(r.rtoUs) * 1000
-		if rto == 0 {
-			rto = uint64(time.Second) // none recorded: the kernel's initial RTO
-		}
-		if r.mono <= sp.expiry+rto {
+		if r.mono <= sp.expiry+r.rto() {
 			return true
 		}
 	}
