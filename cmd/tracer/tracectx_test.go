@@ -41,6 +41,9 @@ type labRun struct {
 	stderr         string
 	stderrBuf      *bytes.Buffer
 	lines          []string // every line the tracer printed
+	// sched is the kernel's run-queue account of the traced process
+	// while it ran (schedstat_test.go).
+	sched *schedSampler
 }
 
 // runLab starts the server, then the client paused (-wait); traces the
@@ -112,6 +115,9 @@ func runLabCmd(t *testing.T, serverArgs, clientArgs []string, traceServer bool, 
 	if traceServer {
 		target = srv.Process.Pid
 	}
+	var run labRun
+	run.sched = sampleSchedstat(target)
+	defer run.sched.Stop()
 	args = append([]string(nil), tracerArgs...)
 	for i, a := range args {
 		if a == "PID" {
@@ -132,7 +138,6 @@ func runLabCmd(t *testing.T, serverArgs, clientArgs []string, traceServer bool, 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	var run labRun
 	run.stderrBuf = &stderr
 	reports := make(chan []export.TimeoutJSON)
 	var rawLines []string
@@ -163,6 +168,9 @@ func runLabCmd(t *testing.T, serverArgs, clientArgs []string, traceServer bool, 
 		}
 	}
 	cl.Wait()
+	if !traceServer {
+		run.sched.Stop()
+	}
 	time.Sleep(500 * time.Millisecond) // late expiries (the server side's) reach the tracer
 	if traceServer {
 		srv.Process.Kill()
