@@ -74,6 +74,7 @@ func retrans(n uint8) tcpOpt              { return func(e *event.TCP) { e.Retran
 func sndWnd(n uint32) tcpOpt              { return func(e *event.TCP) { e.SndWnd = n } }
 func rto(d time.Duration, b uint8) tcpOpt { return func(e *event.TCP) { e.RTO, e.Backoff = d, b } }
 func suppressed(n uint32) tcpOpt          { return func(e *event.TCP) { e.Suppressed = n } }
+func atAttach() tcpOpt                    { return func(e *event.TCP) { e.AtAttach = true } }
 
 const (
 	established event.TCPState = 1

@@ -762,6 +762,7 @@ func timeline(dst []ConnEvent, recs []*tcpRec, d *event.Deadline, max int) ([]Co
 			RTOMs: int64(r.rtoUs+500) / 1000, SRTTUs: int64(r.srttUs), Backoff: r.backoff, Retransmits: r.retransmits,
 			Error:       (&event.TCP{Errno: syscall.Errno(r.errno)}).ErrnoName(),
 			AfterExpiry: r.mono > d.Mono,
+			AtAttach:    r.atAttach,
 		})
 	}
 	return dst, omitted

@@ -92,6 +92,8 @@ func (c *Correlator) Push(ev event.Any) []Report {
 		if a, ok := e.Activity(); ok {
 			c.stats.Activity++
 			c.onActivity(&a)
+		} else if e.AtAttach {
+			c.StateAtAttach(e) // replayed from a recording
 		} else {
 			c.stats.TCP++
 			c.onTCP(e)
@@ -234,7 +236,7 @@ func (c *Correlator) onTCP(e *event.TCP) {
 	rec := tcpRec{
 		mono: e.Mono, srttUs: clampU32(e.SRTT.Microseconds()), rtoUs: clampU32(e.RTO.Microseconds()),
 		suppressed: e.Suppressed, errno: uint16(min(uint64(e.Errno), 0xffff)), kind: e.Kind, state: e.State,
-		backoff: e.Backoff, retransmits: e.Retransmits,
+		backoff: e.Backoff, retransmits: e.Retransmits, atAttach: e.AtAttach,
 	}
 	if rec.srttUs != 0 && e.Peer.IsValid() {
 		if c.peerRTT == nil || len(c.peerRTT) >= maxPeerRTT {
@@ -339,6 +341,22 @@ func (c *Correlator) HeldAtAttach(pid uint32, n int, mono uint64) {
 		return
 	}
 	p.oldConns, p.oldAt = uint32(min(n, 1<<31)), mono
+}
+
+// StateAtAttach records what the kernel said of a connection older than
+// the tracer when its process was attached (event.TCP with AtAttach: in
+// RTO backoff, in SYN retries, or probing a closed window): such a
+// connection may send nothing more that a hook sees before the request
+// waiting on it expires (the next RTO of a backoff can be seconds away),
+// and without it that timeout read "no TCP I/O" or unknown. The record is
+// evidence in the windows that contain the attach, as a kernel event of
+// its kind would be; reports mark it (at_attach).
+func (c *Correlator) StateAtAttach(e *event.TCP) {
+	if !e.AtAttach {
+		return
+	}
+	c.stats.StateAtAttach++
+	c.onTCP(e)
 }
 
 // InboundAtAttach says that the connections with these cookies, older than

@@ -52,6 +52,9 @@ type evidence struct {
 	snap      *tcpRec // last record at or before hi with an RTT snapshot
 	state     *tcpRec // last record at or before hi
 	before    *tcpRec // last record before the window
+	// attach: the latest record of the socket's state read at attach in
+	// the window (StateAtAttach), nil when none.
+	attach *tcpRec
 
 	class Class
 	why   string // for ClassUnknown
@@ -98,6 +101,9 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		}
 		e.note(r.mono)
 		e.evs = append(e.evs, r)
+		if r.atAttach && (e.attach == nil || r.mono > e.attach.mono) {
+			e.attach = r
+		}
 		if r.kind == event.TCPConnect && (e.connectAt == 0 || r.mono < e.connectAt) {
 			e.connectAt = r.mono
 		}

@@ -202,6 +202,13 @@ type Connection struct {
 // (an OTLP span event, say).
 type ConnEvent struct {
 	Kind string `json:"kind"` // event.TCPKind's name: "rto", "connect_failed", ...
+	// AtAttach: not an event but the socket's state read from the kernel
+	// (TCP_INFO) when the process was attached, for a connection older
+	// than the tracer in trouble then: "rto" is data in RTO backoff (its
+	// backoff, retransmits and RTO are the kernel's then),
+	// "syn_retransmit" a connect whose SYN was retried, "zero_window" a
+	// closed window being probed.
+	AtAttach bool `json:"at_attach,omitempty"`
 	// When: CLOCK_MONOTONIC, and wall clock derived from the deadline's
 	// own pair of clocks (zero when the deadline has no wall time).
 	Mono        uint64    `json:"mono"`

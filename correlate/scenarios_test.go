@@ -40,6 +40,20 @@ var goldenCases = map[string]goldenCase{
 		{ClassRTO, Exact}, {ClassSlowPeer, Exact}, {ClassCPUThrottled, Probable}, {ClassRunqueueDelay, Probable}, {ClassLocal, Probable},
 		{ClassRunqueueDelay, Exact}, {ClassSlowPeer, Exact}}},
 	"detailless": {detaillessScenario, []want{{ClassSlowPeer, Probable}, {ClassRTO, Probable}, {ClassLocal, Probable}}},
+	"at_attach":  {atAttachScenario, []want{{ClassRTO, Probable}}},
+}
+
+// at_attach: the tracer attached (at 3300 ms) to a process whose request
+// had been in RTO backoff since 0 (RTOs at 0.2, 0.6, 1.4, 3 s; the next at
+// 6.2 s, after the deadline at 5.7 s): no hook runs for the socket between
+// the attach and the expiry, and only its state read at the attach (an
+// rto record, at_attach: backoff 4, RTO 3264 ms) says what it waited on.
+func atAttachScenario() *scenario {
+	sc := newScenario("at_attach", "attached mid-incident: a connection in RTO backoff since before the tracer, known from its state at the attach")
+	a := sc.conn(0xa701, 7700, "vegeta", "10.213.0.1:57000", "10.213.0.2:8080", 100*time.Microsecond)
+	a.tcp(3300, event.TCPRTO, rto(3264*time.Millisecond, 4), retrans(4), atAttach())
+	sc.deadline(7700, "vegeta", 0, 5700, 0, "", noDetail())
+	return sc
 }
 
 // rto: a blackhole after the handshake (iptables DROP on the server): a

@@ -25,6 +25,9 @@ type tcpRec struct {
 	state       event.TCPState
 	backoff     uint8
 	retransmits uint8
+	// atAttach: the socket's state read at attach (event.TCP.AtAttach),
+	// not an event at mono.
+	atAttach bool
 }
 
 // actIv is a run of activity samples of one socket: I/O happened at start

@@ -3,13 +3,17 @@ package correlate
 // Stats counts what the correlator did and, above all, what it had to drop:
 // no eviction is silent.
 type Stats struct {
-	Events    uint64 `json:"events"`
-	TCP       uint64 `json:"tcp"`      // TCP events other than activity
-	Activity  uint64 `json:"activity"` // activity samples, in either form
-	Bindings  uint64 `json:"bindings"`
-	Deadlines uint64 `json:"deadlines"`
-	Local     uint64 `json:"local"` // local time-lost intervals (throttling, run-queue, GC)
-	Reports   uint64 `json:"reports"`
+	Events uint64 `json:"events"`
+	TCP    uint64 `json:"tcp"` // TCP events other than activity
+	// StateAtAttach: connections older than the tracer found in trouble
+	// (RTO backoff, SYN retries, zero window) when their process was
+	// attached, recorded as evidence (Correlator.StateAtAttach).
+	StateAtAttach uint64 `json:"state_at_attach"`
+	Activity      uint64 `json:"activity"` // activity samples, in either form
+	Bindings      uint64 `json:"bindings"`
+	Deadlines     uint64 `json:"deadlines"`
+	Local         uint64 `json:"local"` // local time-lost intervals (throttling, run-queue, GC)
+	Reports       uint64 `json:"reports"`
 
 	// Unjoinable counts events without a socket cookie, which cannot be
 	// joined with anything and are ignored.

@@ -108,6 +108,23 @@ func (s *Stream) Push(ev event.Any) error {
 	return s.reports(s.corr.Push(ev))
 }
 
+// StateAtAttach hands the correlator a connection's state read at its
+// process's attach (Correlator.StateAtAttach), and the outputs the record
+// as they would a kernel event (marked at_attach): a recording replays it.
+func (s *Stream) StateAtAttach(e *event.TCP) error {
+	if !e.AtAttach {
+		return nil
+	}
+	if err := s.out.Kernel(e); err != nil {
+		return err
+	}
+	if err := s.out.Event(e); err != nil {
+		return err
+	}
+	s.corr.StateAtAttach(e)
+	return nil
+}
+
 // Advance tells the stream that no event before t is to come.
 func (s *Stream) Advance(t uint64) error {
 	s.now = max(s.now, t)

@@ -23,7 +23,11 @@ type peerGroup struct {
 	n     [32]int
 	rtos  []rtoAt
 	snap  *tcpRec
-	flags evidence // flags ORed over the group
+	// attach: the group's latest state record read at attach, and how
+	// many of its sockets had one.
+	attach   *tcpRec
+	attached int
+	flags    evidence // flags ORed over the group
 }
 
 // peerKey groups by peer address; sockets whose peer is unknown stay apart.
@@ -62,6 +66,12 @@ func groupByPeer(es []*evidence) []*peerGroup {
 		g.rtos = append(g.rtos, e.rtos...)
 		if e.snap != nil && (g.snap == nil || e.snap.mono > g.snap.mono) {
 			g.snap = e.snap
+		}
+		if e.attach != nil {
+			g.attached++
+			if g.attach == nil || e.attach.mono > g.attach.mono {
+				g.attach = e.attach
+			}
 		}
 		f := &g.flags
 		f.resetEst, f.errReset, f.resetSyn, f.errRefused = f.resetEst || e.resetEst, f.errReset || e.errReset, f.resetSyn || e.resetSyn, f.errRefused || e.errRefused
@@ -126,6 +136,20 @@ func (g *peerGroup) phrase(class Class, w Window) string {
 	n, f := &g.n, &g.flags
 	switch class {
 	case ClassRTO:
+		if a := g.attach; a != nil && a.kind == event.TCPRTO {
+			// The socket's state at the attach is the evidence: say so,
+			// and what the hooks saw since.
+			s := fmt.Sprintf("data to %s unacknowledged since before the tracer attached: %s in a row by then, RTO backed off to %d ms (read from the socket at the attach)",
+				g.peer, plural(int(a.retransmits), "RTO", "RTOs"), (a.rtoUs+500)/1000)
+			if g.socks > 1 {
+				s = fmt.Sprintf("%d connections to %s: data unacknowledged since before the tracer attached on %d, the latest with %s in a row by then, RTO backed off to %d ms (read from the sockets at the attach)",
+					g.socks, g.peer, g.attached, plural(int(a.retransmits), "RTO", "RTOs"), (a.rtoUs+500)/1000)
+			}
+			if k := n[event.TCPRTO] - g.attached; k > 0 {
+				s += fmt.Sprintf("; %s since", plural(k, "RTO", "RTOs"))
+			}
+			return s + g.srtt(", ")
+		}
 		if k := n[event.TCPRTO]; k > 0 {
 			return fmt.Sprintf("%s to %s, rto %s ms%s", plural(k, "RTO", "RTOs"), g.peer, rtoSeq(g.rtos), g.srtt(", "))
 		}

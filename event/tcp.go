@@ -164,6 +164,15 @@ type TCP struct {
 	// Activity events only.
 	Goid uint64 // the goroutine doing the I/O, for traced Go processes (0: unknown)
 	Sent bool   // true for a send, false for a receive
+
+	// AtAttach: not a kernel event but the socket's state read from the
+	// kernel (TCP_INFO) when its process was attached, for a connection
+	// older than the tracer that was in trouble then: Kind is rto for
+	// data in RTO backoff (CA state Loss, unacknowledged segments),
+	// syn_retransmit for a connect whose SYN was retried, zero_window for
+	// a closed peer window being probed. Backoff, Retransmits, RTO, SRTT,
+	// LostOut, RetransOut and TotalRetrans are the kernel's at that time.
+	AtAttach bool
 }
 
 // ErrnoName returns the symbolic name of the event's errno ("ETIMEDOUT"),

@@ -60,6 +60,10 @@ type TCPJSON struct {
 	CgroupID     uint64 `json:"cgroup_id"`
 	NetNS        uint32 `json:"netns"`
 	Suppressed   uint32 `json:"suppressed,omitempty"`
+	// AtAttach: not a kernel event but the socket's state read from the
+	// kernel when its process was attached (a connection older than the
+	// tracer in trouble then: in RTO backoff, SYN retries, zero window).
+	AtAttach bool `json:"at_attach,omitempty"`
 }
 
 // NewTCPJSON maps an event to its JSON form.
@@ -89,6 +93,7 @@ func NewTCPJSON(e *event.TCP) TCPJSON {
 		CgroupID:     e.CgroupID,
 		NetNS:        e.NetNS,
 		Suppressed:   e.Suppressed,
+		AtAttach:     e.AtAttach,
 	}
 	if e.OldState != e.State {
 		j.OldState = e.OldState.String()
@@ -145,6 +150,9 @@ func detail(e *event.TCP) string {
 	}
 	if e.Suppressed > 0 {
 		parts = append(parts, fmt.Sprintf("(+%d rate-limited)", e.Suppressed))
+	}
+	if e.AtAttach {
+		parts = append(parts, "(state at attach)")
 	}
 	return strings.Join(parts, " ")
 }

@@ -131,6 +131,9 @@ type procState struct {
 	heldAtAttach int
 	// inboundAtAttach: the cookies of the connections it had accepted before the attach.
 	inboundAtAttach []uint64
+	// troubleAtAttach: its connections that were in trouble at the attach
+	// (RTO backoff, SYN retries, zero window), as state records.
+	troubleAtAttach []event.TCP
 	attachedAt      uint64
 	// goidOff is runtime.g.goid's offset in the binary (-1: unknown). The
 	// kernel's send/receive hooks read the goroutine doing the I/O only
@@ -428,13 +431,14 @@ func (p *Pipeline) track(g *goprobe.Process) error {
 	// their handshake (the kernel side records listeners at listen(); these
 	// predate the collector), and its connections older than the collector
 	// from now on (their retransmits had no owner: "no TCP I/O", local).
-	nl, nc, inbound, err := p.tcp.AdoptSocketsInbound(pid, p.cgroups.Of(int(pid)))
-	ps.inboundAtAttach = inbound
+	adopted, err := p.tcp.Adopt(pid, p.cgroups.Of(int(pid)))
+	nl, nc := adopted.Listeners, adopted.Conns
+	ps.inboundAtAttach, ps.troubleAtAttach = adopted.Inbound, adopted.Trouble
 	if err != nil {
 		p.log.Warn("sockets older than the tracer not adopted: their events are attributed at their next send", "pid", pid, "err", err)
 		nc = 1 // unknown: as if it held one
 	} else if nl > 0 || nc > 0 {
-		p.log.Debug("sockets adopted", "pid", pid, "listeners", nl, "connections", nc)
+		p.log.Debug("sockets adopted", "pid", pid, "listeners", nl, "connections", nc, "in_trouble", len(adopted.Trouble))
 	}
 	p.mu.Lock()
 	expected := p.expected[pid]
@@ -442,7 +446,7 @@ func (p *Pipeline) track(g *goprobe.Process) error {
 	if expected {
 		// Its events were kept since its exec: what it holds is not
 		// older than the tracer.
-		nc = 0
+		nc, ps.troubleAtAttach = 0, nil
 	}
 	ps.heldAtAttach, ps.attachedAt = nc, tick.Mono()
 	if p.cfg.Audit {
@@ -488,6 +492,12 @@ func (p *Pipeline) watchAdded() {
 		if ps := p.proc(pid); ps != nil {
 			p.stream.Correlator().HeldAtAttach(pid, ps.heldAtAttach, ps.attachedAt)
 			p.stream.Correlator().InboundAtAttach(ps.inboundAtAttach, ps.attachedAt)
+			for i := range ps.troubleAtAttach {
+				if err := p.stream.StateAtAttach(&ps.troubleAtAttach[i]); err != nil {
+					p.log.Warn("a connection's state at attach not recorded", "pid", pid, "err", err)
+				}
+			}
+			ps.troubleAtAttach = nil
 		}
 	}
 }

@@ -91,6 +91,7 @@ type line struct {
 	Suppressed   uint32 `json:"suppressed,omitempty"`
 	Sent         bool   `json:"sent,omitempty"`
 	Received     bool   `json:"received,omitempty"`
+	AtAttach     bool   `json:"at_attach,omitempty"` // a TCP state read at attach (event.TCP.AtAttach)
 
 	Ctx          uint64   `json:"ctx,omitempty"`
 	Deadline     string   `json:"deadline,omitempty"`
@@ -160,7 +161,7 @@ func toLine(ev event.Any, l *line) error {
 			SRTT: durString(e.SRTT), RTTVar: durString(e.RTTVar), RTO: durString(e.RTO),
 			Backoff: e.Backoff, Retransmits: e.Retransmits, Errno: int64(e.Errno), Error: e.ErrnoName(),
 			Cwnd: e.Cwnd, RetransOut: e.RetransOut, LostOut: e.LostOut, TotalRetrans: e.TotalRetrans,
-			SndWnd: e.SndWnd, Suppressed: e.Suppressed, Sent: e.Sent,
+			SndWnd: e.SndWnd, Suppressed: e.Suppressed, Sent: e.Sent, AtAttach: e.AtAttach,
 		}
 		l.Time, err = timeString(e.Time)
 	case *event.Deadline:
@@ -239,7 +240,7 @@ func fromLine(l *line) (event.Any, error) {
 			Mono: l.Mono, PID: l.PID, Comm: l.Comm, CgroupID: l.CgroupID, NetNS: l.NetNS, Cookie: l.Cookie,
 			Goid: l.Goid, Backoff: l.Backoff, Retransmits: l.Retransmits, Errno: syscall.Errno(l.Errno),
 			Cwnd: l.Cwnd, RetransOut: l.RetransOut, LostOut: l.LostOut, TotalRetrans: l.TotalRetrans,
-			SndWnd: l.SndWnd, Suppressed: l.Suppressed, Sent: l.Sent,
+			SndWnd: l.SndWnd, Suppressed: l.Suppressed, Sent: l.Sent, AtAttach: l.AtAttach,
 		}
 		var err error
 		e.Kind, err = event.ParseTCPKind(l.Kind)

@@ -26,10 +26,29 @@ import (
 // local for a blackholed peer. The sockets the process holds at attach
 // are adopted: syn_timeout when a SYN retry comes after the attach, else
 // unknown (the tracer did not see what they did before it), never local.
+//
+// The sockets' TCP_INFO at the attach is read too (at_attach records), for
+// the case where no hook runs for them between the attach and the
+// expiry: backoff, data in RTO backoff: the connection is established,
+// the request's segments are dropped (the handshake goes through); RTOs at
+// about 0.2, 0.6, 1.4 and 3 s, the tracer attaches at 3.3 s, the 5.7 s
+// deadlines expire before the next RTO (6.2 s). Before the state was read,
+// both reports read unknown ("older than the tracer"); a SYN retry case
+// needs no record: the connect's abort at the expiry carries its retries.
 func TestAttachMidIncident(t *testing.T) {
+	t.Run("syn", func(t *testing.T) {
+		attachMid(t, func(p *netlab.Pair) error { return p.Blackhole(8080) }, "4", "6500ms", 300*time.Millisecond, false)
+	})
+	t.Run("backoff", func(t *testing.T) {
+		attachMid(t, func(p *netlab.Pair) error { return p.LossAfterHandshake(8080, 1) }, "2", "5700ms", 3300*time.Millisecond, true)
+	})
+}
+
+func attachMid(t *testing.T, fault func(*netlab.Pair) error, n, timeout string, attachAfter time.Duration, backoff bool) {
 	requireGoTracing(t)
+	tracer := testprog.Tracer(t) // built before the client's clock runs
 	p := netlab.NewPair(t)
-	if err := p.Blackhole(8080); err != nil {
+	if err := fault(p); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -45,8 +64,8 @@ func TestAttachMidIncident(t *testing.T) {
 		t.Fatalf("server not ready: %q %v", line, err)
 	}
 	target := strings.ReplaceAll(labTarget, "SERVER", p.ServerAddr.String())
-	cl := p.ClientCmd(ctx, lab, "client", "-proto", "http", "-target", target, "-n", "4", "-concurrency", "4",
-		"-timeout", "6500ms", "-span", "before", "-wait")
+	cl := p.ClientCmd(ctx, lab, "client", "-proto", "http", "-target", target, "-n", n, "-concurrency", n,
+		"-timeout", timeout, "-span", "before", "-wait")
 	stdin, _ := cl.StdinPipe()
 	clOut, _ := cl.StdoutPipe()
 	if err := cl.Start(); err != nil {
@@ -58,9 +77,9 @@ func TestAttachMidIncident(t *testing.T) {
 		t.Fatalf("client not ready: %q %v", line, err)
 	}
 	io.WriteString(stdin, "go\n")
-	time.Sleep(300 * time.Millisecond) // the connects are out, their SYNs dropped
+	time.Sleep(attachAfter) // the connects, or the requests, are out and dropped
 
-	tr := exec.CommandContext(ctx, testprog.Tracer(t), "trace", "--pid", fmt.Sprint(cl.Process.Pid), "-o", "json", "--detail", "never")
+	tr := exec.CommandContext(ctx, tracer, "trace", "--pid", fmt.Sprint(cl.Process.Pid), "-o", "json", "--detail", "never")
 	var stderr bytes.Buffer
 	tr.Stderr = &stderr
 	var stdout bytes.Buffer
@@ -91,7 +110,18 @@ func TestAttachMidIncident(t *testing.T) {
 			continue
 		}
 		classes = append(classes, string(r.Cause.Class))
+		t.Logf("%s (%s): %s; %s", r.Cause.Class, r.Cause.Confidence, r.Cause.Summary, r.Cause.Note)
+		atAttach := false
+		for _, cn := range r.Cause.Connections {
+			for _, ev := range cn.Events {
+				atAttach = atAttach || ev.AtAttach
+			}
+		}
 		switch {
+		case backoff:
+			if r.Cause.Class != "rto" || !atAttach {
+				t.Errorf("class %s (%s), state read at attach %v: want rto from the sockets' state at the attach", r.Cause.Class, r.Cause.Summary, atAttach)
+			}
 		case r.Cause.Class == "syn_timeout":
 		case r.Cause.Class == "unknown" && strings.Contains(r.Cause.Summary, "older than the tracer"):
 			// The tracer attached after the last SYN retry before the
@@ -102,7 +132,7 @@ func TestAttachMidIncident(t *testing.T) {
 		}
 	}
 	t.Logf("%d timeouts logged; reports %v", expired, classes)
-	if expired != 4 || len(classes) != 4 {
-		t.Errorf("%d timeouts logged, %d reported: want 4 and 4\n%s", expired, len(classes), stderr.String())
+	if want := map[string]int{"2": 2, "4": 4}[n]; expired != want || len(classes) != want {
+		t.Errorf("%d timeouts logged, %d reported: want %d and %d\n%s", expired, len(classes), want, want, stderr.String())
 	}
 }

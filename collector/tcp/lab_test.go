@@ -961,3 +961,91 @@ func startSink(ctx context.Context, t *testing.T, p *netlab.Pair, srv netip.Addr
 	}
 	return sink
 }
+
+// TestAdoptTrouble: a connection older than the collector whose data is in
+// RTO backoff, and a connect in SYN retries, are known from their TCP_INFO
+// at the adoption (they may run no hook again before the request waiting
+// on them expires); a healthy connection is not listed.
+func TestAdoptTrouble(t *testing.T) {
+	requireTracing(t)
+	p := netlab.NewPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := netip.AddrPortFrom(p.ServerAddr, labPort)
+	startSink(ctx, t, p, srv)
+	healthy, err := p.Dial(ctx, "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer healthy.Close()
+	stuck, err := p.Dial(ctx, "tcp", srv.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	if _, err := healthy.Write([]byte("acked")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // acknowledged
+	if err := p.Blackhole(int(labPort)); err != nil {
+		t.Fatal(err)
+	}
+	// Data that is never acknowledged: RTOs at ~0.2, 0.6 and 1.4 s.
+	if _, err := stuck.Write([]byte("lost")); err != nil {
+		t.Fatal(err)
+	}
+	// A connect whose SYN is dropped, by a process of the client's
+	// namespace (its peer is read from /proc/PID/net/tcp: getpeername
+	// fails before the handshake): its first retry after 1 s.
+	dialer := p.ClientCmd(ctx, testprog.Path(t, "tcpclient"), "-addr", srv.String())
+	if err := dialer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { dialer.Process.Kill(); dialer.Wait() }()
+	time.Sleep(1500 * time.Millisecond)
+	c := startCollector(t, Config{PID: uint32(os.Getpid())})
+	a, err := c.Adopt(uint32(os.Getpid()), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Adopt(uint32(dialer.Process.Pid), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuckLocal := addrPort(t, stuck.LocalAddr())
+	var rto, syn bool
+	for _, ev := range append(a.Trouble, b.Trouble...) {
+		t.Logf("in trouble at the adoption: pid %d %s %v -> %v state %v ca %v backoff %d retransmits %d rto %v", ev.PID, ev.Kind, ev.Local, ev.Peer, ev.State, ev.CAState, ev.Backoff, ev.Retransmits, ev.RTO)
+		if !ev.AtAttach || ev.Cookie == 0 || ev.Peer != srv {
+			t.Errorf("record %+v: want at_attach, a cookie, peer %v", ev, srv)
+		}
+		switch {
+		case ev.Kind == event.TCPRTO && ev.Local == stuckLocal && ev.PID == uint32(os.Getpid()):
+			rto = ev.Backoff >= 1 && ev.Retransmits >= 1 && ev.RTO >= 400*time.Millisecond
+		case ev.Kind == event.TCPSynRetransmit && ev.PID == uint32(dialer.Process.Pid):
+			syn = ev.Retransmits >= 1
+		default:
+			t.Errorf("unexpected record: %s on %v (the healthy connection is %v)", ev.Kind, ev.Local, healthy.LocalAddr())
+		}
+	}
+	if !rto || !syn {
+		t.Errorf("rto record of the stuck connection: %v, syn_retransmit record of the connect: %v; want both", rto, syn)
+	}
+}
+
+func TestParseProcNetAddr(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"0100007F:1F90", "127.0.0.1:8080"},
+		{"0A06D50A:0050", "10.213.6.10:80"},
+		{"00000000000000000000000001000000:01BB", "[::1]:443"},
+		{"0000000000000000FFFF00000100007F:1F90", "127.0.0.1:8080"},
+	} {
+		got, ok := parseProcNetAddr(c.in)
+		if !ok || got.String() != c.want {
+			t.Errorf("parseProcNetAddr(%q) = %v, %v; want %s", c.in, got, ok, c.want)
+		}
+	}
+	if _, ok := parseProcNetAddr("nonsense"); ok {
+		t.Error("parsed nonsense")
+	}
+}

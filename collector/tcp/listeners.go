@@ -1,18 +1,23 @@
 package tcp
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/timeout-tracer/tracer/collector"
+	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/tick"
 )
 
 // A listening socket of a process: its network namespace and port.
@@ -22,11 +27,14 @@ type listener struct {
 }
 
 // A connected (or connecting) TCP socket of a process: its cookie, network
-// namespace and local port.
+// namespace and local port, its addresses, and its TCP_INFO (nil when the
+// kernel did not give it).
 type conn struct {
-	cookie uint64
-	netns  uint32
-	port   uint16
+	cookie      uint64
+	netns       uint32
+	port        uint16
+	local, peer netip.AddrPort
+	info        *unix.TCPInfo
 }
 
 // AdoptListeners records process pid as the owner of the listening TCP
@@ -66,9 +74,85 @@ func (c *Collector) AdoptSockets(pid uint32, cgroupID uint64) (listeners, conns 
 // its listening ports in the same network namespace (a connection older
 // than the collector has no handshake to say so).
 func (c *Collector) AdoptSocketsInbound(pid uint32, cgroupID uint64) (listeners, conns int, inbound []uint64, err error) {
+	a, err := c.Adopt(pid, cgroupID)
+	return a.Listeners, a.Conns, a.Inbound, err
+}
+
+// Adoption is what Adopt found and recorded.
+type Adoption struct {
+	Listeners, Conns int
+	// Inbound: the cookies of the connections the process accepted.
+	Inbound []uint64
+	// Trouble: the connections that were in trouble at the adoption, as
+	// records of their state (event.TCP with AtAttach): data in RTO
+	// backoff, a connect in SYN retries, a closed window being probed.
+	// Such a socket may run no hook again before the request waiting on
+	// it expires.
+	Trouble []event.TCP
+}
+
+// Adopt is AdoptSocketsInbound, and it also reads each connection's
+// TCP_INFO from the duplicated descriptor: the state of the connections
+// that were in trouble when the tracer came (Adoption.Trouble).
+func (c *Collector) Adopt(pid uint32, cgroupID uint64) (Adoption, error) {
+	listeners, conns, inbound, cs, err := c.adopt(pid, cgroupID)
+	a := Adoption{Listeners: listeners, Conns: conns, Inbound: inbound}
+	if conns == 0 {
+		return a, err
+	}
+	comm := collector.Comm(int(pid))
+	mono := tick.Mono()
+	now := c.clk.Wall(mono)
+	for _, k := range cs {
+		if ev, ok := troubleAt(k, mono); ok {
+			ev.Time, ev.PID, ev.Comm, ev.CgroupID = now, pid, comm, cgroupID
+			a.Trouble = append(a.Trouble, ev)
+		}
+	}
+	return a, err
+}
+
+// Kernel TCP states and the congestion-avoidance state Loss, as TCP_INFO
+// gives them.
+const (
+	tcpiEstablished = 1
+	tcpiSynSent     = 2
+	tcpiCloseWait   = 8
+	tcpiCALoss      = 4
+)
+
+// troubleAt is the record of connection k's state if it is in trouble:
+// unacknowledged data in CA state Loss (the RTO fired and backs off),
+// a SYN retried, or zero-window probes out with the peer's window closed.
+func troubleAt(k conn, mono uint64) (event.TCP, bool) {
+	ti := k.info
+	if ti == nil {
+		return event.TCP{}, false
+	}
+	ev := event.TCP{
+		Mono: mono, AtAttach: true, NetNS: k.netns, Cookie: k.cookie, Local: k.local, Peer: k.peer,
+		State: event.TCPState(ti.State), CAState: event.CAState(ti.Ca_state),
+		SRTT: time.Duration(ti.Rtt) * time.Microsecond, RTTVar: time.Duration(ti.Rttvar) * time.Microsecond,
+		RTO: time.Duration(ti.Rto) * time.Microsecond, Backoff: ti.Backoff, Retransmits: ti.Retransmits,
+		Cwnd: ti.Snd_cwnd, RetransOut: ti.Retrans, LostOut: ti.Lost, TotalRetrans: ti.Total_retrans, SndWnd: ti.Snd_wnd,
+	}
+	switch {
+	case ti.State == tcpiSynSent && ti.Retransmits > 0:
+		ev.Kind = event.TCPSynRetransmit
+	case (ti.State == tcpiEstablished || ti.State == tcpiCloseWait) && ti.Ca_state == tcpiCALoss && ti.Unacked > 0 && ti.Retransmits > 0:
+		ev.Kind = event.TCPRTO
+	case (ti.State == tcpiEstablished || ti.State == tcpiCloseWait) && ti.Probes > 0 && ti.Snd_wnd == 0 && ti.Unacked == 0:
+		ev.Kind = event.TCPZeroWindow
+	default:
+		return event.TCP{}, false
+	}
+	return ev, true
+}
+
+func (c *Collector) adopt(pid uint32, cgroupID uint64) (listeners, conns int, inbound []uint64, cs []conn, err error) {
 	ls, cs, err := processSockets(int(pid))
 	if len(ls) == 0 && len(cs) == 0 {
-		return 0, 0, nil, err
+		return 0, 0, nil, nil, err
 	}
 	for _, k := range cs {
 		if slices.Contains(ls, listener{netns: k.netns, port: k.port}) {
@@ -80,14 +164,14 @@ func (c *Collector) AdoptSocketsInbound(pid uint32, cgroupID uint64) (listeners,
 	c.goMu.Lock()
 	defer c.goMu.Unlock()
 	if c.closed {
-		return 0, 0, nil, errClosed
+		return 0, 0, nil, nil, errClosed
 	}
 	for _, l := range ls {
 		// Replacing what the kernel side recorded: this process holds the
 		// socket now, whoever called listen() (systemd's socket
 		// activation, a parent that handed it over).
 		if err := c.maps.Listeners.Update(tcpTtListenKey{Netns: l.netns, Port: l.port}, o, ebpf.UpdateAny); err != nil {
-			return listeners, conns, inbound, fmt.Errorf("adopt listener port %d of pid %d: %w", l.port, pid, err)
+			return listeners, conns, inbound, cs, fmt.Errorf("adopt listener port %d of pid %d: %w", l.port, pid, err)
 		}
 		listeners++
 	}
@@ -95,11 +179,11 @@ func (c *Collector) AdoptSocketsInbound(pid uint32, cgroupID uint64) (listeners,
 		// By cookie: the kernel side gives the owner to the socket's entry
 		// at its next event, when it has none (a known owner stands).
 		if err := c.maps.Adopted.Update(k.cookie, o, ebpf.UpdateAny); err != nil {
-			return listeners, conns, inbound, fmt.Errorf("adopt connection %#x of pid %d: %w", k.cookie, pid, err)
+			return listeners, conns, inbound, cs, fmt.Errorf("adopt connection %#x of pid %d: %w", k.cookie, pid, err)
 		}
 		conns++
 	}
-	return listeners, conns, inbound, err
+	return listeners, conns, inbound, cs, err
 }
 
 // processSockets lists the listening stream sockets and the connected TCP
@@ -117,8 +201,10 @@ func processSockets(pid int) ([]listener, []conn, error) {
 	defer unix.Close(pfd)
 	var ls []listener
 	var cs []conn
+	var procNet map[uint64]netip.AddrPort // inode -> peer, read once when needed
 	for _, e := range ents {
-		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err != nil || !strings.HasPrefix(l, "socket:[") {
+		link, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil || !strings.HasPrefix(link, "socket:[") {
 			continue
 		}
 		n, err := strconv.Atoi(e.Name())
@@ -135,6 +221,15 @@ func processSockets(pid int) ([]listener, []conn, error) {
 		if l, ok := listening(fd); ok {
 			ls = append(ls, l)
 		} else if k, ok := connected(fd); ok {
+			if !k.peer.IsValid() {
+				// A connect in progress: getpeername says ENOTCONN, the
+				// kernel's table has the address it dials.
+				if procNet == nil {
+					procNet = procNetPeers(pid)
+				}
+				ino, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]"), 10, 64)
+				k.peer = procNet[ino]
+			}
 			cs = append(cs, k)
 		}
 		unix.Close(fd)
@@ -160,7 +255,80 @@ func connected(fd int) (conn, bool) {
 	if !ok {
 		return conn{}, false
 	}
-	return conn{cookie: cookie, netns: ns, port: port}, true
+	k := conn{cookie: cookie, netns: ns, port: port}
+	if sa, err := unix.Getsockname(fd); err == nil {
+		k.local = sockAddrPort(sa)
+	}
+	if sa, err := unix.Getpeername(fd); err == nil {
+		k.peer = sockAddrPort(sa)
+	}
+	if ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+		k.info = ti
+	}
+	return k, true
+}
+
+// procNetPeers maps the inodes of the TCP sockets in pid's network
+// namespace to their remote addresses, from /proc/PID/net/tcp and tcp6.
+func procNetPeers(pid int) map[uint64]netip.AddrPort {
+	out := map[uint64]netip.AddrPort{}
+	for _, f := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 10 {
+				continue
+			}
+			ino, err := strconv.ParseUint(fs[9], 10, 64)
+			if err != nil || ino == 0 {
+				continue
+			}
+			if ap, ok := parseProcNetAddr(fs[2]); ok {
+				out[ino] = ap
+			}
+		}
+	}
+	return out
+}
+
+// parseProcNetAddr parses /proc/net/tcp's "0100007F:1F90": the address as
+// the kernel's 32-bit words printed in host order, the port in hex.
+func parseProcNetAddr(s string) (netip.AddrPort, bool) {
+	a, p, ok := strings.Cut(s, ":")
+	if !ok || (len(a) != 8 && len(a) != 32) {
+		return netip.AddrPort{}, false
+	}
+	port, err := strconv.ParseUint(p, 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	var raw [16]byte
+	for w := 0; w < len(a)/8; w++ {
+		v, err := strconv.ParseUint(a[8*w:8*w+8], 16, 32)
+		if err != nil {
+			return netip.AddrPort{}, false
+		}
+		binary.NativeEndian.PutUint32(raw[4*w:], uint32(v))
+	}
+	if len(a) == 8 {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(raw[:4])), uint16(port)), true
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16(raw).Unmap(), uint16(port)), true
+}
+
+// sockAddrPort is a socket address as a netip.AddrPort (IPv4-mapped IPv6
+// addresses unmapped, as the kernel side reports them); zero for others.
+func sockAddrPort(sa unix.Sockaddr) netip.AddrPort {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	}
+	return netip.AddrPort{}
 }
 
 // localEnd is socket fd's local port and the inode of the network
