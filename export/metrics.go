@@ -290,6 +290,11 @@ func (m *Metrics) ObserveTCP(e *event.TCP) {
 	m.mu.Lock()
 	m.sides.learn(e)
 	m.mu.Unlock()
+	if e.AtAttach {
+		// A socket's state read at attach, not a retransmit that
+		// happened now: the counters count the kernel's events.
+		return
+	}
 	switch {
 	case e.Kind.Retransmit():
 		m.retransmits.WithLabelValues(e.Kind.String(), m.peerLabel(e)).Inc()

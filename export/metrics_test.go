@@ -43,6 +43,8 @@ func feedAll(m *Metrics) {
 	for range 3 {
 		m.ObserveTCP(tcpEv(event.TCPRTO, 1, "10.213.0.1:41544", "10.213.0.2:8080"))
 	}
+	// Its state read at attach (in RTO backoff then): not a retransmit.
+	m.ObserveTCP(tcpEv(event.TCPRTO, 1, "10.213.0.1:41544", "10.213.0.2:8080", func(e *event.TCP) { e.AtAttach = true }))
 	m.ObserveTCP(tcpEv(event.TCPEstablished, 2, "10.213.0.1:50051", "10.213.0.9:45000", func(e *event.TCP) { e.OldState = 3 }))
 	m.ObserveTCP(tcpEv(event.TCPFastRetransmit, 2, "10.213.0.1:50051", "10.213.0.9:45000", func(e *event.TCP) { e.Suppressed = 5 }))
 	m.ObserveTCP(tcpEv(event.TCPTLP, 3, "10.213.0.1:8080", "10.213.0.7:33000"))

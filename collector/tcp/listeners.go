@@ -123,7 +123,8 @@ const (
 
 // troubleAt is the record of connection k's state if it is in trouble:
 // unacknowledged data in CA state Loss (the RTO fired and backs off),
-// a SYN retried, or zero-window probes out with the peer's window closed.
+// a SYN retried, or zero-window probes out (backing off) with the peer's
+// window closed.
 func troubleAt(k conn, mono uint64) (event.TCP, bool) {
 	ti := k.info
 	if ti == nil {
@@ -141,7 +142,10 @@ func troubleAt(k conn, mono uint64) (event.TCP, bool) {
 		ev.Kind = event.TCPSynRetransmit
 	case (ti.State == tcpiEstablished || ti.State == tcpiCloseWait) && ti.Ca_state == tcpiCALoss && ti.Unacked > 0 && ti.Retransmits > 0:
 		ev.Kind = event.TCPRTO
-	case (ti.State == tcpiEstablished || ti.State == tcpiCloseWait) && ti.Probes > 0 && ti.Snd_wnd == 0 && ti.Unacked == 0:
+	case (ti.State == tcpiEstablished || ti.State == tcpiCloseWait) && ti.Probes > 0 && ti.Backoff > 0 && ti.Snd_wnd == 0 && ti.Unacked == 0:
+		// Keepalive probes count in probes too, but do not back off;
+		// tcpi_snd_wnd reads 0 before Linux 5.19 (a shorter TCP_INFO),
+		// so the backoff is what tells zero-window probes apart.
 		ev.Kind = event.TCPZeroWindow
 	default:
 		return event.TCP{}, false
