@@ -88,21 +88,28 @@ func (d *pclnData) at(off, n uint64) ([]byte, bool) {
 			return nil, false
 		}
 		// A copy: an evicted page's buffer is reused, so a slice of it
-		// held across a later read could show another page's bytes. CI
-		// once read a corrupt function record (TestFirstArgLive/arm64);
-		// that this was the cause is not proven.
+		// held across a later read would show another page's bytes.
 		in := off & (pclnPageSize - 1)
 		return append([]byte(nil), p[in:in+n]...), true
 	}
-	// Across two pages: a copy.
-	a, ok1 := d.page(first)
-	b, ok2 := d.page(last)
-	if !ok1 || !ok2 {
+	// Across two pages: a copy, the first page's part taken before the
+	// second is read. Reading the second may evict the first (the oldest
+	// in a full cache) and reuse its buffer: a function record across a
+	// page boundary then read the second page's bytes as its start
+	// ("function record 8775 has entry 0xd242b, the function table says
+	// 0x2e83c0", CI's TestFirstArgLive/arm64, twice: its labapp build
+	// from /tmp/ci-main put that record across a boundary).
+	a, ok := d.page(first)
+	if !ok {
 		return nil, false
 	}
 	in := off & (pclnPageSize - 1)
 	out := make([]byte, 0, n)
 	out = append(out, a[in:]...)
+	b, ok := d.page(last)
+	if !ok {
+		return nil, false
+	}
 	return append(out, b[:n-uint64(len(out))]...), true
 }
 
