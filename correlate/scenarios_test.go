@@ -40,7 +40,7 @@ var goldenCases = map[string]goldenCase{
 		{ClassRTO, Exact}, {ClassSlowPeer, Exact}, {ClassCPUThrottled, Probable}, {ClassRunqueueDelay, Probable}, {ClassLocal, Probable},
 		{ClassRunqueueDelay, Exact}, {ClassSlowPeer, Exact}}},
 	"detailless": {detaillessScenario, []want{{ClassSlowPeer, Probable}, {ClassRTO, Probable}, {ClassLocal, Probable}}},
-	"at_attach":  {atAttachScenario, []want{{ClassRTO, Probable}}},
+	"at_attach":  {atAttachScenario, []want{{ClassZeroWindow, Probable}, {ClassRTO, Probable}, {ClassSynTimeout, Probable}}},
 }
 
 // at_attach: the tracer attached (at 3300 ms) to a process whose request
@@ -48,11 +48,19 @@ var goldenCases = map[string]goldenCase{
 // 6.2 s, after the deadline at 5.7 s): no hook runs for the socket between
 // the attach and the expiry, and only its state read at the attach (an
 // rto record, at_attach: backoff 4, RTO 3264 ms) says what it waited on.
+// Likewise a connect retried twice by then (next retry at 7 s, after the
+// 6.5 s deadline), and a peer whose window was closed, probed with backoff 3.
 func atAttachScenario() *scenario {
 	sc := newScenario("at_attach", "attached mid-incident: a connection in RTO backoff since before the tracer, known from its state at the attach")
 	a := sc.conn(0xa701, 7700, "vegeta", "10.213.0.1:57000", "10.213.0.2:8080", 100*time.Microsecond)
 	a.tcp(3300, event.TCPRTO, rto(3264*time.Millisecond, 4), retrans(4), atAttach())
 	sc.deadline(7700, "vegeta", 0, 5700, 0, "", noDetail())
+	b := sc.conn(0xa801, 7800, "hey", "10.213.0.1:57100", "10.213.0.3:8080", 0)
+	b.tcp(3500, event.TCPSynRetransmit, retrans(2), atAttach())
+	sc.deadline(7800, "hey", 0, 6500, 0, "", noDetail())
+	c := sc.conn(0xa901, 7900, "etcdctl", "10.213.0.1:57200", "10.213.0.4:2379", 100*time.Microsecond)
+	c.tcp(3600, event.TCPZeroWindow, sndWnd(0), rto(1600*time.Millisecond, 3), atAttach())
+	sc.deadline(7900, "etcdctl", 0, 5000, 0, "", noDetail())
 	return sc
 }
 

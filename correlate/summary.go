@@ -156,7 +156,14 @@ func (g *peerGroup) phrase(class Class, w Window) string {
 		return fmt.Sprintf("the connection to %s timed out (ETIMEDOUT) after repeated retransmission timeouts", g.peer)
 	case ClassSynTimeout:
 		var b strings.Builder
+		a := g.attach
+		if a != nil && a.kind != event.TCPSynRetransmit {
+			a = nil
+		}
 		switch syn, synack := n[event.TCPSynRetransmit], n[event.TCPSynAckRetransmit]; {
+		case a != nil && syn == g.attached && g.socks == 1:
+			fmt.Fprintf(&b, "the connect to %s was in SYN retries since before the tracer attached, unanswered (%s by then, read from the socket at the attach)", g.peer, plural(int(a.retransmits), "retry", "retries"))
+			a = nil
 		case syn > 0 && g.socks > 1:
 			fmt.Fprintf(&b, "%d connects to %s unanswered (%s)", g.socks, g.peer, plural(syn, "SYN retransmit", "SYN retransmits"))
 		case syn > 0:
@@ -171,6 +178,9 @@ func (g *peerGroup) phrase(class Class, w Window) string {
 			b.WriteString(", connect timed out (ETIMEDOUT)")
 		case f.abortedRetry:
 			b.WriteString(", connect abandoned when the deadline expired")
+		}
+		if a != nil {
+			fmt.Fprintf(&b, "; in SYN retries since before the tracer attached (%s by then, read from the socket at the attach)", plural(int(a.retransmits), "retry", "retries"))
 		}
 		return b.String()
 	case ClassReset:
@@ -192,6 +202,9 @@ func (g *peerGroup) phrase(class Class, w Window) string {
 		}
 		return fmt.Sprintf("%s to %s refused (%s)", plural(g.socks, "connect", "connects"), g.peer, why)
 	case ClassZeroWindow:
+		if a := g.attach; a != nil && a.kind == event.TCPZeroWindow && n[event.TCPZeroWindow] == g.attached {
+			return fmt.Sprintf("%s kept its receive window closed since before the tracer attached (zero-window probes backed off %d times by then, read from the socket at the attach)", g.peer, a.backoff)
+		}
 		return fmt.Sprintf("%s kept its receive window closed (%s)", g.peer, plural(n[event.TCPZeroWindow], "zero-window probe", "zero-window probes"))
 	case ClassFastRetransmit:
 		s := fmt.Sprintf("%s to %s", plural(n[event.TCPFastRetransmit], "fast retransmit", "fast retransmits"), g.peer)
