@@ -1,6 +1,6 @@
 package gobin
 
-//go:generate go run ./internal/genlayouts
+//go:generate go run ./internal/genlayouts -write-seed
 
 import (
 	"embed"

@@ -113,6 +113,38 @@ func (g *generator) cacheKey(p probe) (string, error) {
 
 func (c *cache) path(key string) string { return filepath.Join(c.dir, key+".json") }
 
+// writeSeed writes the result of every probe measured into the seed
+// directory and removes the entries no probe used: the committed results are
+// then exactly this run's.
+func (g *generator) writeSeed() (written, removed int, err error) {
+	if g.seed == nil {
+		return 0, 0, fmt.Errorf("write the committed results: no cache, so no keys (-cache off or -seed off)")
+	}
+	if err := os.MkdirAll(g.seed.dir, 0o755); err != nil {
+		return 0, 0, fmt.Errorf("write the committed results: %w", err)
+	}
+	for key, recs := range g.used {
+		if err := g.seed.put(key, recs); err != nil {
+			return written, removed, fmt.Errorf("write the committed results: %w", err)
+		}
+		written++
+	}
+	ents, err := os.ReadDir(g.seed.dir)
+	if err != nil {
+		return written, removed, err
+	}
+	for _, e := range ents {
+		key, ok := strings.CutSuffix(e.Name(), ".json")
+		if _, used := g.used[key]; ok && !used {
+			if err := os.Remove(filepath.Join(g.seed.dir, e.Name())); err != nil {
+				return written, removed, err
+			}
+			removed++
+		}
+	}
+	return written, removed, nil
+}
+
 func (c *cache) get(key string) ([]record, bool) {
 	if c == nil {
 		return nil, false

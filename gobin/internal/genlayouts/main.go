@@ -32,6 +32,8 @@ func main() {
 	out := flag.String("out", "", "directory to write the layout files to (default: -in)")
 	only := flag.String("family", "", "comma-separated families to generate (default: all: "+strings.Join(familyNames(), ",")+")")
 	cacheDir := flag.String("cache", defaultCacheDir(), `directory of cached probe results; "off" to build every probe`)
+	seedDir := flag.String("seed", filepath.Join("layouts", "probes"), `directory of committed probe results, read after the cache (under the same keys); "off" for none`)
+	writeSeed := flag.Bool("write-seed", false, "write every probe's result into -seed, and remove the entries no probe used (go generate does)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("genlayouts: ")
@@ -42,7 +44,7 @@ func main() {
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
-	g, err := newGenerator(*cacheDir)
+	g, err := newGenerator(*cacheDir, *seedDir)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,7 +58,19 @@ func main() {
 			log.Fatalf("%s: %v", name, err)
 		}
 	}
-	log.Printf("%d probes: %d from the cache, %d built", g.hits+g.built, g.hits, g.built)
+	log.Printf("%d probes: %d from the cache, %d from the committed results, %d built", g.hits+g.seeded+g.built, g.hits, g.seeded, g.built)
+	switch {
+	case *writeSeed && *only != "":
+		log.Fatal("-write-seed needs every family (no -family)")
+	case *writeSeed:
+		n, removed, err := g.writeSeed()
+		if err != nil {
+			log.Fatal(err)
+		}
+		log.Printf("wrote %d probe results to %s, removed %d", n, *seedDir, removed)
+	case g.built > 0 && g.seed != nil:
+		log.Printf("note: %d probes were not in %s (their inputs changed since the last 'go generate ./gobin'): run it and commit the results, so that a fresh clone checks them without building", g.built, *seedDir)
+	}
 }
 
 func familyNames() []string {

@@ -40,21 +40,28 @@ type record struct {
 }
 
 type generator struct {
-	tmp         string
-	cache       *cache // nil: off
-	hits, built int
+	tmp   string
+	cache *cache // nil: off
+	// seed: the committed results (gobin/layouts/probes), read after the
+	// cache under the same keys; nil: off or no cache (no keys).
+	seed                *cache
+	hits, seeded, built int
+	used                map[string][]record // key -> result, of every probe measured
 }
 
-func newGenerator(cacheDir string) (*generator, error) {
+func newGenerator(cacheDir, seedDir string) (*generator, error) {
 	tmp, err := os.MkdirTemp("", "genlayouts")
 	if err != nil {
 		return nil, err
 	}
-	g := &generator{tmp: tmp}
+	g := &generator{tmp: tmp, used: map[string][]record{}}
 	if cacheDir != "off" {
 		if g.cache, err = openCache(cacheDir); err != nil {
 			os.RemoveAll(tmp)
 			return nil, err
+		}
+		if seedDir != "off" {
+			g.seed = &cache{dir: seedDir, code: g.cache.code}
 		}
 	}
 	return g, nil
@@ -121,6 +128,15 @@ func (g *generator) measure(p probe) ([]record, error) {
 	}
 	if recs, ok := g.cache.get(key); ok {
 		g.hits++
+		g.used[key] = recs
+		return recs, nil
+	}
+	if recs, ok := g.seed.get(key); ok {
+		g.seeded++
+		g.used[key] = recs
+		if err := g.cache.put(key, recs); err != nil {
+			log.Printf("%s: not cached: %v", p, err)
+		}
 		return recs, nil
 	}
 	start := time.Now()
@@ -129,6 +145,9 @@ func (g *generator) measure(p probe) ([]record, error) {
 		return nil, err
 	}
 	g.built++
+	if key != "" {
+		g.used[key] = recs
+	}
 	log.Printf("%s: built and measured in %s", p, time.Since(start).Round(100*time.Millisecond))
 	if err := g.cache.put(key, recs); err != nil {
 		log.Printf("%s: not cached: %v", p, err)
