@@ -442,13 +442,18 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	}
 	d.mu.Lock()
 	var attach []string
+	// A wrong answer keeps the evidence for the next person: the agent's
+	// log lines about the program's processes (detail switches, storm
+	// guard) and its warnings (lost events, full rings).
+	verbose := os.Getenv("TT_REALPROG_LOG") != "" || row.wrong > 0
 	for _, m := range d.logs {
 		// TT_REALPROG_LOG=1: the agent's log lines about the program's processes.
-		if pid, ok := m["pid"].(float64); ok && ours[int(pid)] && os.Getenv("TT_REALPROG_LOG") != "" {
+		pid, isPID := m["pid"].(float64)
+		if verbose && ((isPID && ours[int(pid)]) || (row.wrong > 0 && (m["level"] == "WARN" || m["level"] == "ERROR"))) {
 			t.Logf("daemon: %v", m)
 		}
 		if m["msg"] == "tracing process" {
-			if pid, ok := m["pid"].(float64); ok && ours[int(pid)] {
+			if isPID && ours[int(pid)] {
 				attach = append(attach, fmt.Sprintf("%d after %v", int(pid), m["since_exec"]))
 			}
 		}
