@@ -255,14 +255,11 @@ func connected(fd int) (conn, bool) {
 	if err != nil || cookie == 0 {
 		return conn{}, false
 	}
-	port, ns, ok := localEnd(fd)
+	local, ns, ok := localEnd(fd)
 	if !ok {
 		return conn{}, false
 	}
-	k := conn{cookie: cookie, netns: ns, port: port}
-	if sa, err := unix.Getsockname(fd); err == nil {
-		k.local = sockAddrPort(sa)
-	}
+	k := conn{cookie: cookie, netns: ns, port: local.Port(), local: local}
 	if sa, err := unix.Getpeername(fd); err == nil {
 		k.peer = sockAddrPort(sa)
 	}
@@ -335,31 +332,26 @@ func sockAddrPort(sa unix.Sockaddr) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// localEnd is socket fd's local port and the inode of the network
+// localEnd is socket fd's local address and the inode of the network
 // namespace it lives in.
-func localEnd(fd int) (port uint16, netns uint32, ok bool) {
+func localEnd(fd int) (local netip.AddrPort, netns uint32, ok bool) {
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
-		return 0, 0, false
+		return netip.AddrPort{}, 0, false
 	}
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		port = uint16(a.Port)
-	case *unix.SockaddrInet6:
-		port = uint16(a.Port)
-	default:
-		return 0, 0, false
+	if local = sockAddrPort(sa); !local.IsValid() {
+		return netip.AddrPort{}, 0, false
 	}
 	nsfd, err := unix.IoctlRetInt(fd, unix.SIOCGSKNS)
 	if err != nil {
-		return 0, 0, false
+		return netip.AddrPort{}, 0, false
 	}
 	defer unix.Close(nsfd)
 	var st unix.Stat_t
 	if err := unix.Fstat(nsfd, &st); err != nil {
-		return 0, 0, false
+		return netip.AddrPort{}, 0, false
 	}
-	return port, uint32(st.Ino), true
+	return local, uint32(st.Ino), true
 }
 
 // listening reports whether fd is a listening TCP or MPTCP socket, with its
@@ -374,9 +366,9 @@ func listening(fd int) (listener, bool) {
 	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL); err != nil || (v != unix.IPPROTO_TCP && v != unix.IPPROTO_MPTCP) {
 		return listener{}, false
 	}
-	port, ns, ok := localEnd(fd)
+	local, ns, ok := localEnd(fd)
 	if !ok {
 		return listener{}, false
 	}
-	return listener{netns: ns, port: port}, true
+	return listener{netns: ns, port: local.Port()}, true
 }
