@@ -1,13 +1,10 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/timeout-tracer/tracer/lab/testenv"
 	"github.com/timeout-tracer/tracer/tick"
 )
 
@@ -22,7 +19,7 @@ import (
 
 type schedSample struct {
 	mono    uint64
-	threads map[int][2]int64 // tid -> run_delay ns, timeslices
+	threads map[int]testenv.Schedstat
 }
 
 type schedSampler struct {
@@ -30,28 +27,6 @@ type schedSampler struct {
 	samples []schedSample
 	stop    chan struct{}
 	done    chan struct{}
-}
-
-func readSchedstat(pid int) map[int][2]int64 {
-	files, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
-	out := make(map[int][2]int64, len(files))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread exited
-		}
-		fs := strings.Fields(string(b))
-		if len(fs) < 3 {
-			continue
-		}
-		tid, err1 := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		delay, err2 := strconv.ParseInt(fs[1], 10, 64)
-		slices, err3 := strconv.ParseInt(fs[2], 10, 64)
-		if err1 == nil && err2 == nil && err3 == nil {
-			out[tid] = [2]int64{delay, slices}
-		}
-	}
-	return out
 }
 
 // sampleSchedstat samples pid until Stop.
@@ -62,7 +37,7 @@ func sampleSchedstat(pid int) *schedSampler {
 		tk := time.NewTicker(10 * time.Millisecond)
 		defer tk.Stop()
 		for {
-			th := readSchedstat(pid)
+			th := testenv.Schedstats(pid)
 			s.mu.Lock()
 			s.samples = append(s.samples, schedSample{mono: tick.Mono(), threads: th})
 			s.mu.Unlock()
@@ -114,12 +89,12 @@ func (s *schedSampler) runqueueMs(lo, hi uint64) (float64, bool) {
 		for b < len(s.samples)-1 && s.samples[b].mono < s.samples[a].mono+step && s.samples[b].mono < hi {
 			b++
 		}
-		var wait int64
+		var wait time.Duration
 		threads := 0
 		for tid, v := range s.samples[b].threads {
 			u := s.samples[a].threads[tid] // zero for a thread born in the step
-			if v[1] > u[1] {
-				wait += v[0] - u[0]
+			if v.Slices > u.Slices {
+				wait += v.RunDelay - u.RunDelay
 				threads++
 			}
 		}

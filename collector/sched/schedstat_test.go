@@ -3,12 +3,11 @@ package sched
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/timeout-tracer/tracer/lab/testenv"
 )
 
 // TestMain runs the wake-heavy workload when re-executed as its child.
@@ -52,20 +51,9 @@ func waker() {
 // kernelRunDelay sums the run_delay (ns runnable without a CPU) and the
 // timeslices of every thread of pid, from the scheduler's own accounting.
 func kernelRunDelay(pid int) (delay time.Duration, slices int64) {
-	files, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		fs := strings.Fields(string(b))
-		if len(fs) < 3 {
-			continue
-		}
-		d, _ := strconv.ParseInt(fs[1], 10, 64)
-		n, _ := strconv.ParseInt(fs[2], 10, 64)
-		delay += time.Duration(d)
-		slices += n
+	for _, st := range testenv.Schedstats(pid) {
+		delay += st.RunDelay
+		slices += st.Slices
 	}
 	return delay, slices
 }
