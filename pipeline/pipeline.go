@@ -172,14 +172,26 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
-	if p.goP, err = goprobe.Start(goprobe.Config{PID: cfg.PID, Logger: p.log}); err != nil {
+	// The kernel side is attached, and the sockets the process holds are
+	// read, once its executable is known to be traceable and before its
+	// expiries are seen: a request that expires after that moment had its
+	// connection open when its state was read (loading the kernel side
+	// took over a second on a loaded machine, and a connection in RTO
+	// backoff closed by its expiry in between was never known).
+	var adopted adoption
+	before := func() error {
+		var err error
+		if p.tcp, err = tcp.Start(tcp.Config{PID: uint32(cfg.PID), Lifecycle: true,
+			ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
+			return fmt.Errorf("start the kernel TCP collector: %w", err)
+		}
+		adopted = p.adopt(uint32(cfg.PID))
+		return nil
+	}
+	if p.goP, err = goprobe.Start(goprobe.Config{PID: cfg.PID, Logger: p.log, BeforeAttach: before}); err != nil {
 		return nil, err
 	}
 	p.goN = p.goP.Node()
-	if p.tcp, err = tcp.Start(tcp.Config{PID: uint32(cfg.PID), Lifecycle: true,
-		ActivityInterval: p.cfg.Activity, Logger: p.log}); err != nil {
-		return nil, fmt.Errorf("start the kernel TCP collector: %w", err)
-	}
 	if err := p.corrStart(); err != nil {
 		return nil, err
 	}
@@ -187,7 +199,7 @@ func Start(cfg Config, sink Sink) (_ *Pipeline, err error) {
 		return nil, err
 	}
 	p.wireSources()
-	if err := p.track(p.goP); err != nil {
+	if err := p.track(p.goP, adopted); err != nil {
 		return nil, err
 	}
 	if cfg.Storm.MaxHitsPerSec > 0 {
@@ -273,11 +285,12 @@ func (p *Pipeline) wireSources() {
 // goprobe.ErrNotTraceable mean it cannot be traced; nothing is left
 // attached for it then.
 func (p *Pipeline) AddProcess(pid int) (*goprobe.Process, error) {
-	g, err := p.goN.Add(pid)
+	var adopted adoption
+	g, err := p.goN.AddBefore(pid, func() error { adopted = p.adopt(uint32(pid)); return nil })
 	if err != nil {
 		return nil, err
 	}
-	if err := p.track(g); err != nil {
+	if err := p.track(g, adopted); err != nil {
 		p.goN.Remove(pid)
 		return nil, err
 	}
@@ -419,22 +432,37 @@ func (p *Pipeline) keep(pid uint32, mono uint64) bool {
 	return false
 }
 
-// track registers a process whose Go probes are attached: goroutine
-// naming in the kernel, audit and detail as configured.
-func (p *Pipeline) track(g *goprobe.Process) error {
+// adoption is what was read of a process's sockets just before its
+// expiries were seen (Pipeline.adopt), at mono.
+type adoption struct {
+	tcp.Adoption
+	err  error
+	mono uint64
+}
+
+// adopt records the process's sockets older than the tracer with the
+// kernel side, and reads the state of its connections: connections its
+// listeners accept are attributed to the process from their handshake
+// (the kernel side records listeners at listen(); these predate the
+// collector), and its connections older than the collector from now on
+// (their retransmits had no owner: "no TCP I/O", local).
+func (p *Pipeline) adopt(pid uint32) adoption {
+	a, err := p.tcp.Adopt(pid, p.cgroups.Of(int(pid)))
+	return adoption{a, err, tick.Mono()}
+}
+
+// track registers a process whose Go probes are attached, with what was
+// read of its sockets before (adopt): goroutine naming in the kernel,
+// audit and detail as configured.
+func (p *Pipeline) track(g *goprobe.Process, adopted adoption) error {
 	pid := uint32(g.PID())
 	ps := &procState{probes: g, ctl: adaptive.New(p.cfg.Policy), goidOff: -1}
 	if off, err := g.Binary().FieldOffset("runtime.g", "goid"); err == nil {
 		ps.goidOff = int64(off)
 	}
-	// Connections its listeners accept are attributed to the process from
-	// their handshake (the kernel side records listeners at listen(); these
-	// predate the collector), and its connections older than the collector
-	// from now on (their retransmits had no owner: "no TCP I/O", local).
-	adopted, err := p.tcp.Adopt(pid, p.cgroups.Of(int(pid)))
 	nl, nc := adopted.Listeners, adopted.Conns
 	ps.inboundAtAttach, ps.troubleAtAttach = adopted.Inbound, adopted.Trouble
-	if err != nil {
+	if err := adopted.err; err != nil {
 		p.log.Warn("sockets older than the tracer not adopted: their events are attributed at their next send", "pid", pid, "err", err)
 		nc = 1 // unknown: as if it held one
 	} else if nl > 0 || nc > 0 {
@@ -448,7 +476,7 @@ func (p *Pipeline) track(g *goprobe.Process) error {
 		// older than the tracer.
 		nc, ps.troubleAtAttach = 0, nil
 	}
-	ps.heldAtAttach, ps.attachedAt = nc, tick.Mono()
+	ps.heldAtAttach, ps.attachedAt = nc, adopted.mono
 	if p.cfg.Audit {
 		if err := g.SetAudit(true); err != nil {
 			if !p.node {

@@ -122,12 +122,17 @@ func NewNode(cfg NodeConfig) (_ *Node, err error) {
 // Add analyses process pid's executable and attaches its cold tier (shared
 // with the other processes of the same executable). Errors wrapping
 // ErrNotTraceable mean the process cannot be traced (not Go, too old, ...).
-func (n *Node) Add(pid int) (*Process, error) {
+func (n *Node) Add(pid int) (*Process, error) { return n.AddBefore(pid, nil) }
+
+// AddBefore is Add, with before called once the executable is analysed
+// and before the process's expiries are seen (Config.BeforeAttach). Its
+// error is returned, and nothing is left attached.
+func (n *Node) AddBefore(pid int, before func() error) (*Process, error) {
 	n.shared.Store(true)
-	return n.add(pid, true)
+	return n.add(pid, true, before)
 }
 
-func (n *Node) add(pid int, shared bool) (*Process, error) {
+func (n *Node) add(pid int, shared bool, before func() error) (*Process, error) {
 	n.mu.Lock()
 	_, dup := n.procs[uint32(pid)]
 	n.mu.Unlock()
@@ -135,7 +140,7 @@ func (n *Node) add(pid int, shared bool) (*Process, error) {
 		return nil, fmt.Errorf("process %d is already traced", pid)
 	}
 	p := &Process{log: n.log, pid: pid, comm: collector.Comm(pid), clk: n.clk, objs: &n.objs, node: n}
-	if err := p.attach(shared); err != nil {
+	if err := p.attach(shared, before); err != nil {
 		// attach takes the cold reference last: nothing to release.
 		n.forget(uint32(pid))
 		n.closeBin(p.bin)

@@ -24,6 +24,12 @@ type Config struct {
 	// tap, if set, sees every raw sample of both ring buffers before it is
 	// decoded (tests capture real records for the fuzz corpora with it).
 	tap func(ring string, raw []byte)
+	// BeforeAttach, if set, runs once the executable is analysed and
+	// before the process is registered with the probes (from then on its
+	// expiries are seen): what has to be read of the process before that
+	// moment is read there (its sockets' state, which the expiries close).
+	// Its error is returned, and nothing is left attached.
+	BeforeAttach func() error
 }
 
 // Stats are the probes' counters.
@@ -117,7 +123,7 @@ func Start(cfg Config) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := n.add(cfg.PID, false)
+	p, err := n.add(cfg.PID, false, cfg.BeforeAttach)
 	if err != nil {
 		n.Close()
 		return nil, err
@@ -126,10 +132,11 @@ func Start(cfg Config) (*Process, error) {
 	return p, nil
 }
 
-// attach analyses the process's binary, registers it with the BPF maps and
-// attaches its cold tier (shared with other processes of the same
-// executable when shared is set). On error it undoes what it did.
-func (p *Process) attach(shared bool) (err error) {
+// attach analyses the process's binary, calls before (if not nil),
+// registers the process with the BPF maps and attaches its cold tier
+// (shared with other processes of the same executable when shared is set).
+// On error it undoes what it did.
+func (p *Process) attach(shared bool, before func() error) (err error) {
 	bin, attachPath, err := p.node.openBin(p.pid)
 	if err != nil {
 		return fmt.Errorf("%w: process %d: %w", ErrNotTraceable, p.pid, err)
@@ -141,6 +148,11 @@ func (p *Process) attach(shared bool) (err error) {
 	offs, err := p.resolve()
 	if err != nil {
 		return fmt.Errorf("%w: process %d (%s, %s): %w", ErrNotTraceable, p.pid, bin.ExePath, bin.GoVersion, err)
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
 	}
 	if err := p.objs.GoProcs.Put(uint32(p.pid), offs); err != nil {
 		return fmt.Errorf("register process %d: %w", p.pid, err)
