@@ -45,31 +45,56 @@ const (
 	// faultAttachMid: dropped after 1.5 s of healthy traffic, the agent
 	// started a second later (an SRE attaching during the incident).
 	faultAttachMid realFault = "attach_mid_incident"
+	// faultRefused: nothing listens on the port. A gRPC client dialing
+	// with a deadline retries the refused connect until the deadline, and
+	// says "timeout" or "deadline exceeded": the most puzzling of gRPC's
+	// errors, whose cause is a refused connect.
+	faultRefused realFault = "refused"
+	// faultLoss: half of the packets to the port dropped at random, from
+	// the start (the SYNs too).
+	faultLoss realFault = "loss"
+	// faultStorm: the slow peer, met by a client at an unlimited rate
+	// whose every call times out (a saturated client, a timeout storm).
+	faultStorm realFault = "storm"
 )
 
 // right is what a report may say for the fault and count as right.
 func (f realFault) right(class string) bool {
 	switch f {
-	case faultSlowPeer:
+	case faultSlowPeer, faultStorm:
 		return class == "slow_peer"
 	case faultBlackhole:
 		return class == "syn_timeout"
 	case faultMidRun, faultAttachMid:
 		return class == "rto" || class == "syn_timeout"
+	case faultRefused:
+		// A RST in answer to a SYN: refused (ECONNREFUSED) or, seen
+		// first as the RST itself, reset.
+		return class == "refused" || class == "reset"
+	case faultLoss:
+		// Only the client's packets are dropped: its retransmits, on a
+		// timer or not, are the cause; the server answers at once.
+		return class == "rto" || class == "syn_timeout" || class == "tlp" || class == "fast_retransmit"
 	}
 	return false
 }
 
 // wrong is what a report must never say for the fault: a network class for
-// a slow peer, a slow peer or a local cause for a blackhole.
+// a slow peer, a slow peer or a local cause for a blackhole or loss, any
+// other class for a refused connect.
 func (f realFault) wrong(class string) bool {
-	switch class {
-	case "unknown":
+	slow := f == faultSlowPeer || f == faultStorm
+	switch {
+	case class == "unknown":
 		return false
-	case "slow_peer", "local", "gc_pause", "runqueue_delay", "cpu_throttled":
-		return f != faultSlowPeer
+	case f == faultRefused || f == faultLoss:
+		return !f.right(class)
 	}
-	return f == faultSlowPeer // a network class
+	switch class {
+	case "slow_peer", "local", "gc_pause", "runqueue_delay", "cpu_throttled":
+		return !slow
+	}
+	return slow // a network class, or a slow client
 }
 
 // realEnv is what a driver gets: the pair, the program, and where to talk.
@@ -88,6 +113,10 @@ type realEnv struct {
 
 	mu   sync.Mutex
 	pids []int // every process of the program the driver started
+	// ends: when each timed-out call ended, where the program's output
+	// says (vegeta's results): the calls that ended after the agent
+	// attached are the ones it must have seen.
+	ends []time.Time
 }
 
 // start runs the program in the client namespace, its output collected.
@@ -148,8 +177,15 @@ type realCase struct {
 }
 
 var realCases = []realCase{
-	{"vegeta", "", []realFault{faultSlowPeer, faultMidRun, faultAttachMid}, func(e *realEnv) (int, string) {
+	{"vegeta", "", []realFault{faultSlowPeer, faultMidRun, faultAttachMid, faultLoss}, func(e *realEnv) (int, string) {
 		return e.vegeta("http://" + e.http + "/work")
+	}},
+	{"vegeta", "vegeta-storm", []realFault{faultStorm}, func(e *realEnv) (int, string) {
+		// No rate limit: 50 workers, each sending its next request as
+		// soon as the last one timed out after 100 ms (about 500
+		// timeouts a second, each on a new connection).
+		return e.vegetaAttack("http://"+e.http+"/work", "-rate", "0", "-max-workers", "50", "-workers", "50",
+			"-duration", "4s", "-timeout", "100ms")
 	}},
 	{"hey", "", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
 		return e.hey("http://" + e.http + "/work")
@@ -163,7 +199,7 @@ var realCases = []realCase{
 		// HTTPS, HTTP/1.1 over TLS (hey turns HTTP/2 off unless -h2).
 		return e.hey("https://" + e.https + "/work")
 	}},
-	{"grpc_health_probe", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
+	{"grpc_health_probe", "", []realFault{faultSlowPeer, faultBlackhole, faultRefused}, func(e *realEnv) (int, string) {
 		// Its defaults: 1 s to connect, 1 s for the RPC (a blackholed
 		// connect expires just before its first SYN retry).
 		return e.oneShots(5, func(out string) bool { return strings.Contains(out, "timeout:") }, "-addr", e.grpc)
@@ -229,11 +265,17 @@ var realCases = []realCase{
 // vegeta attacks url at 20 requests/s for 5 s with a 1.5 s timeout, the
 // mid-run fault after 1.5 s, and counts the timeouts in its results.
 func (e *realEnv) vegeta(url string, flags ...string) (int, string) {
+	return e.vegetaAttack(url, append(flags, "-rate", "20", "-duration", "5s", "-timeout", "1500ms")...)
+}
+
+// vegetaAttack runs `vegeta attack` on url with args, the mid-run fault
+// after 1.5 s, and counts the timeouts in its results.
+func (e *realEnv) vegetaAttack(url string, args ...string) (int, string) {
 	targets := filepath.Join(e.dir, "targets")
 	os.WriteFile(targets, []byte("GET "+url+"\n"), 0o644)
 	res := filepath.Join(e.dir, "results.bin")
-	args := append([]string{"attack"}, flags...)
-	cmd, out := e.start(append(args, "-targets", targets, "-rate", "20", "-duration", "5s", "-timeout", "1500ms", "-output", res)...)
+	args = append([]string{"attack"}, args...)
+	cmd, out := e.start(append(args, "-targets", targets, "-output", res)...)
 	time.Sleep(1500 * time.Millisecond)
 	e.during()
 	cmd.Wait()
@@ -258,10 +300,15 @@ func vegetaTimeouts(e *realEnv, res string, out *syncBuffer) (int, string) {
 	}
 	n, sample := 0, ""
 	for _, line := range strings.Split(string(b), "\n") {
-		var r struct{ Error string }
+		var r struct {
+			Timestamp time.Time
+			Latency   time.Duration
+			Error     string
+		}
 		if json.Unmarshal([]byte(line), &r) == nil && isTimeoutText(r.Error) {
 			n++
 			sample = r.Error
+			e.ends = append(e.ends, r.Timestamp.Add(r.Latency))
 		}
 	}
 	return n, sample
@@ -289,13 +336,17 @@ func isTimeoutText(s string) bool {
 
 // realRow is one line of the table.
 type realRow struct {
-	prog, fault         string
-	logged, reported    int
-	unwaited            int // reports of a deadline nobody waited on (an idle twin of the call's own)
-	right, rightAmb     int // the right class, exact or probable; ambiguous
-	unknown, wrong      int
-	classes, confidence map[string]int
-	sample              string
+	prog, fault      string
+	logged, reported int
+	// afterAttach: the timeouts that ended after the agent attached the
+	// program (-1: its output does not say when), reportedAfter the
+	// reports of expiries after the same moment.
+	afterAttach, reportedAfter int
+	unwaited                   int // reports of a deadline nobody waited on (an idle twin of the call's own)
+	right, rightAmb            int // the right class, exact or probable; ambiguous
+	unknown, wrong             int
+	classes, confidence        map[string]int
+	sample                     string
 }
 
 // TestRealPrograms drives each program of lab/realprog under its faults and
@@ -317,10 +368,14 @@ func TestRealPrograms(t *testing.T) {
 	}
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "program\tfault\ttimeouts (own output)\treported\tunwaited\tright (exact/probable)\tright (ambiguous)\tunknown\twrong\tclasses\tconfidence")
+	fmt.Fprintln(tw, "program\tfault\ttimeouts (own output)\treported\tafter attach (own/reported)\tunwaited\tright (exact/probable)\tright (ambiguous)\tunknown\twrong\tclasses\tconfidence")
 	tot := realRow{}
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", r.prog, r.fault, r.logged, r.reported, r.unwaited, r.right, r.rightAmb, r.unknown, r.wrong, fmtCounts(r.classes), fmtCounts(r.confidence))
+		after := "-"
+		if r.afterAttach >= 0 {
+			after = fmt.Sprintf("%d/%d", r.afterAttach, r.reportedAfter)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", r.prog, r.fault, r.logged, r.reported, after, r.unwaited, r.right, r.rightAmb, r.unknown, r.wrong, fmtCounts(r.classes), fmtCounts(r.confidence))
 		tot.logged += r.logged
 		tot.reported += r.reported
 		tot.right += r.right
@@ -329,7 +384,7 @@ func TestRealPrograms(t *testing.T) {
 		tot.unknown += r.unknown
 		tot.wrong += r.wrong
 	}
-	fmt.Fprintf(tw, "total\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", tot.logged, tot.reported, tot.unwaited, tot.right, tot.rightAmb, tot.unknown, tot.wrong)
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t\t%d\t%d\t%d\t%d\t%d\t\t\n", tot.logged, tot.reported, tot.unwaited, tot.right, tot.rightAmb, tot.unknown, tot.wrong)
 	tw.Flush()
 	t.Logf("real programs, node agent, default detail mode:\n%s", b.String())
 }
@@ -354,13 +409,15 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	lab := testprog.Path(t, "labapp")
 	var srvArgs [][]string
 	delay := "0s"
-	if f == faultSlowPeer {
+	if f == faultSlowPeer || f == faultStorm {
 		delay = "4s"
 	}
-	srvArgs = append(srvArgs, []string{"http-server", "-addr", ":8080", "-delay", delay},
-		[]string{"http-server", "-addr", ":8443", "-tls", "-delay", delay},
-		[]string{"grpc-server", "-addr", ":9090", "-delay", delay},
-		[]string{"grpc-server", "-addr", ":9443", "-tls", "-delay", delay})
+	if f != faultRefused { // refused: nothing listens
+		srvArgs = append(srvArgs, []string{"http-server", "-addr", ":8080", "-delay", delay},
+			[]string{"http-server", "-addr", ":8443", "-tls", "-delay", delay},
+			[]string{"grpc-server", "-addr", ":9090", "-delay", delay},
+			[]string{"grpc-server", "-addr", ":9443", "-tls", "-delay", delay})
+	}
 	for _, a := range srvArgs {
 		go io.Copy(io.Discard, startReady(t, p.ServerCmd(ctx, lab, a...)))
 	}
@@ -386,6 +443,12 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	switch f {
 	case faultBlackhole:
 		blackhole()
+	case faultLoss:
+		for _, port := range []int{8080, 8443, 9090, 9443} {
+			if err := p.Loss(port, 0.5); err != nil {
+				t.Fatal(err)
+			}
+		}
 	case faultMidRun:
 		e.during = blackhole
 	case faultAttachMid:
@@ -403,19 +466,44 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	d.cmd.Process.Signal(os.Interrupt)
 	<-d.done
 
-	row := realRow{prog: c.name, fault: string(f), logged: logged, sample: sample, classes: map[string]int{}, confidence: map[string]int{}}
+	row := realRow{prog: c.name, fault: string(f), logged: logged, sample: sample, classes: map[string]int{}, confidence: map[string]int{},
+		afterAttach: -1}
 	ours := map[int]bool{}
 	for _, pid := range e.pids {
 		ours[pid] = true
 	}
+	// The cut: the first attach of the program's processes, and a margin
+	// for a call that returned just after its deadline's timer had fired
+	// (the call's end is later than the expiry the agent would see).
+	var cut time.Time
 	d.mu.Lock()
+	for _, m := range d.logs {
+		pid, _ := m["pid"].(float64)
+		at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(m["time"]))
+		if m["msg"] == "tracing process" && ours[int(pid)] && err == nil && (cut.IsZero() || at.Before(cut)) {
+			cut = at
+		}
+	}
 	reports := append([]export.TimeoutJSON(nil), d.reports...)
 	d.mu.Unlock()
+	const cutMargin = 50 * time.Millisecond
+	if !cut.IsZero() && len(e.ends) > 0 {
+		cut = cut.Add(cutMargin)
+		row.afterAttach = 0
+		for _, end := range e.ends {
+			if end.After(cut) {
+				row.afterAttach++
+			}
+		}
+	}
 	for _, r := range reports {
 		if !ours[int(r.PID)] || r.Cause == nil {
 			continue
 		}
 		row.reported++
+		if at, err := time.Parse(time.RFC3339Nano, r.Time); row.afterAttach >= 0 && err == nil && at.After(cut) {
+			row.reportedAfter++
+		}
 		if r.Unwaited {
 			row.unwaited++
 		}
@@ -452,6 +540,9 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 		if verbose && ((isPID && ours[int(pid)]) || (row.wrong > 0 && (m["level"] == "WARN" || m["level"] == "ERROR"))) {
 			t.Logf("daemon: %v", m)
 		}
+		if msg, _ := m["msg"].(string); strings.HasPrefix(msg, "storm guard") && isPID && ours[int(pid)] && !verbose {
+			t.Logf("daemon: %v", m)
+		}
 		if m["msg"] == "tracing process" {
 			if isPID && ours[int(pid)] {
 				attach = append(attach, fmt.Sprintf("%d after %v", int(pid), m["since_exec"]))
@@ -469,7 +560,23 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	// on a loaded machine can outlast a one-shot program's budget (its
 	// expiry is then not seen at all; docs/accuracy.md). Attached during
 	// the incident, the expiries before the attach are not the agent's.
-	if f != faultAttachMid && row.reported < logged-1 {
+	if row.afterAttach >= 0 {
+		t.Logf("%s under %s: %d of its timeouts ended after the agent attached it (%s), %d reports after that", c.prog, f,
+			row.afterAttach, cut.Add(-cutMargin).UTC().Format("15:04:05.000"), row.reportedAfter)
+	}
+	switch {
+	case f == faultStorm:
+		// A saturated client timing out on every call: at least 99 % of
+		// the timeouts after the attach reported with a cause (the storm
+		// guard sheds the detail tier; the expiry probes alone fit its
+		// budget). Its first 100 ms timeouts come before the analysis of
+		// its executable ends.
+		if row.afterAttach < 0 || row.reportedAfter*100 < row.afterAttach*99 {
+			t.Errorf("%s under %s: %d timeouts after the attach by its own output, %d reported (under 99 %%)", c.prog, f, row.afterAttach, row.reportedAfter)
+		}
+	case f == faultAttachMid && row.afterAttach >= 0 && row.reportedAfter < row.afterAttach-1:
+		t.Errorf("%s under %s: %d timeouts after the attach by its own output, %d reported", c.prog, f, row.afterAttach, row.reportedAfter)
+	case f != faultAttachMid && row.reported < logged-1:
 		t.Errorf("%s under %s: %d timeouts by its own output, %d reported", c.prog, f, logged, row.reported)
 	}
 	return row
