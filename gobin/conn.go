@@ -3,6 +3,7 @@ package gobin
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // HTTP2Client is where one HTTP/2 client implementation starts a request on
@@ -93,7 +94,13 @@ var connWrappers = []struct {
 // ConnWrappers resolves the wrappers linked into the binary whose net.Conn
 // itab exists (a type never used as a net.Conn has none and is left out).
 // One whose layout is not known is an error, joined, beside the others.
+// Computed once and kept across Release, like DeadlineSites.
 func (b *Binary) ConnWrappers() ([]ConnWrapper, error) {
+	ws, err := b.results.connWrappers.get(b.connWrappers)
+	return slices.Clone(ws), err
+}
+
+func (b *Binary) connWrappers() ([]ConnWrapper, error) {
 	itabs, err := b.Itabs()
 	if err != nil {
 		return nil, fmt.Errorf("connection wrappers: %w", err)

@@ -52,7 +52,20 @@ type DeadlineSites struct {
 // binaries the interface-valued global the constructor's own cancel call
 // loads: every Go release so far has a single such call, the dur <= 0 one).
 // When the evidence is ambiguous it returns an error rather than guess.
+//
+// The answer depends on the file alone: it is computed once and kept
+// across Release (see Binary.results), each caller getting its own copy.
 func (b *Binary) DeadlineSites() (*DeadlineSites, error) {
+	ds, err := b.results.deadlineSites.get(b.deadlineSites)
+	if ds == nil {
+		return nil, err
+	}
+	c := *ds
+	c.CancelCalls = slices.Clone(ds.CancelCalls)
+	return &c, err
+}
+
+func (b *Binary) deadlineSites() (*DeadlineSites, error) {
 	cancel, err := b.Func(fnTimerCtxCancel)
 	if err != nil {
 		return nil, fmt.Errorf("find deadline sites: %w", err)
