@@ -492,8 +492,10 @@ func (p *Pipeline) track(g *goprobe.Process, adopted adoption) error {
 	}
 	p.trackLocal(g)
 	// Everything attached: what the analysis of the executable loaded
-	// (its tables, DWARF) is dropped; symbolizing reads the file.
-	g.Binary().Release()
+	// (its tables, DWARF) is dropped, in the node agent after a while
+	// (the next process of a one-shot program's file); symbolizing reads
+	// the file.
+	g.ReleaseAnalysis()
 	p.mu.Lock()
 	p.procs[pid] = ps
 	delete(p.expected, pid)

@@ -62,6 +62,7 @@ type Node struct {
 	lateCookieErrs uint64 // of processes already forgotten
 	dup            expirySeen
 	callsDropped   uint64
+	closing        bool // Close has begun: executables close with their last process
 	closeOnce      sync.Once
 	closeErr       error
 }
@@ -285,6 +286,7 @@ func (n *Node) sweep() {
 		for _, p := range old {
 			n.closeBin(p.bin)
 		}
+		n.sweepBins(time.Now())
 	}
 }
 
@@ -339,10 +341,18 @@ func (n *Node) Close() error {
 		}
 		n.wg.Wait()
 		n.mu.Lock()
+		n.closing = true
 		procs := n.procs
 		n.procs = map[uint32]*Process{}
 		gone := n.gone
 		n.gone = map[uint32]goneProc{}
+		var idle []*gobin.Binary
+		for id, r := range n.bins {
+			if r.refs == 0 {
+				idle = append(idle, r.bin)
+				delete(n.bins, id)
+			}
+		}
 		n.mu.Unlock()
 		for _, p := range procs {
 			errs = append(errs, p.detach())
@@ -350,6 +360,9 @@ func (n *Node) Close() error {
 		}
 		for _, g := range gone {
 			errs = append(errs, n.closeBin(g.p.bin))
+		}
+		for _, b := range idle {
+			errs = append(errs, b.Close())
 		}
 		n.objs.close()
 		n.closeErr = errors.Join(errs...)
