@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,7 +92,7 @@ func TestIdentifyLiveProcess(t *testing.T) {
 func TestIdentifyDeletedExecutable(t *testing.T) {
 	src := sleepPath(t)
 	bin := filepath.Join(t.TempDir(), "upgraded-sleep")
-	copyFile(t, src, bin, 0o755)
+	testenv.CopyFile(t, src, bin, 0o755)
 	want := fileIDOf(t, bin)
 	cmd := startSleep(t, bin, nil)
 	if err := os.Remove(bin); err != nil {
@@ -182,7 +181,7 @@ func runHelper(t *testing.T, mode string, env []string, attr *syscall.SysProcAtt
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "workload.test")
-	copyFile(t, self, bin, 0o755)
+	testenv.CopyFile(t, self, bin, 0o755)
 	args := append(append([]string{}, wrap...), bin, "-test.run=^TestHelperProcess$")
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(append(os.Environ(), "TT_WORKLOAD_HELPER="+mode), env...)
@@ -226,25 +225,6 @@ func TestHelperProcess(t *testing.T) {
 	}
 	b, _ := json.Marshal(r)
 	fmt.Println(string(b))
-}
-
-func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
-	t.Helper()
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // cgroupLab makes cgroup v2 directories for one test under a directory of

@@ -2,7 +2,6 @@ package goprobe
 
 import (
 	"bufio"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/timeout-tracer/tracer/gobin"
+	"github.com/timeout-tracer/tracer/lab/testenv"
 	"github.com/timeout-tracer/tracer/lab/testprog"
 )
 
@@ -23,7 +23,7 @@ import (
 func TestIdleExecutableKept(t *testing.T) {
 	requireTracing(t)
 	exe := filepath.Join(t.TempDir(), "labapp")
-	copyFile(t, testprog.Path(t, "labapp"), exe)
+	testenv.CopyFile(t, testprog.Path(t, "labapp"), exe, 0o755)
 	n, err := NewNode(NodeConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -118,24 +118,5 @@ func TestIdleExecutableKept(t *testing.T) {
 	n.mu.Unlock()
 	if open {
 		t.Errorf("an executable idle for more than idleLinger is still open")
-	}
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	in, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
