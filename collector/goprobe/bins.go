@@ -41,16 +41,19 @@ func stampOf(st *syscall.Stat_t) fileStamp {
 // the attach were not seen. So, in the node agent:
 //   - an executable whose last process exited stays open (its tables
 //     released) for idleLinger, at most maxIdle of them;
-//   - an executable's tables stay loaded for warmFor after each attach,
-//     while the files of the executables kept so add up to at most
-//     warmBudget bytes (the tables take about half the file's size in
-//     memory: 9.8 MB for grpc_health_probe's 18 MB, 11 MB for otel-cli's
-//     21 MB), so at most ~32 MB of the agent's memory.
+//   - the tables of an executable of at most warmMaxSize bytes stay loaded
+//     for warmFor after each attach, while the files of the executables
+//     kept so add up to at most warmBudget bytes (the tables take about
+//     half the file's size in memory: 9.8 MB for grpc_health_probe's
+//     18 MB, 11 MB for otel-cli's 21 MB), so at most ~48 MB of the agent's
+//     memory (grpcurl is 39 MB); a large server's (kube-apiserver's
+//     100 MB) never stay.
 const (
-	idleLinger = 2 * time.Minute
-	maxIdle    = 16
-	warmFor    = 30 * time.Second
-	warmBudget = 64 << 20
+	idleLinger  = 2 * time.Minute
+	maxIdle     = 16
+	warmFor     = 30 * time.Second
+	warmMaxSize = 48 << 20
+	warmBudget  = 96 << 20
 )
 
 // openBin returns the analysed executable of process pid, shared with the
@@ -131,7 +134,7 @@ func (p *Process) ReleaseAnalysis() {
 	n := p.node
 	n.mu.Lock()
 	r, ok := n.bins[p.bin.File]
-	if ok && r.bin == p.bin && n.shared.Load() && !n.closing && p.bin.Size() > 0 {
+	if ok && r.bin == p.bin && n.shared.Load() && !n.closing && p.bin.Size() > 0 && p.bin.Size() <= warmMaxSize {
 		warm := p.bin.Size()
 		for _, o := range n.bins {
 			if o != r && !o.warm.IsZero() {
