@@ -243,33 +243,91 @@ __noinline int read_chan_waiters(struct tt_go_event *e, __u64 c, const struct tt
 }
 
 /*
+ * children_group returns the one group of cancelCtx c's children map (a
+ * Swiss map small enough to be one group of 8 slots), its control word in
+ * *ctrl; 0 when c has no children or more than one group holds them.
+ */
+static __always_inline __u64 children_group(__u64 c, const struct tt_go_offsets *off, __u64 *ctrl)
+{
+	__u64 m = read_u64(c + off->cancelctx_children);
+	if (!m || read_u64(m + off->map_dirlen) != 0)
+		return 0;
+	__u64 grp = read_u64(m + off->map_dirptr);
+	if (grp)
+		*ctrl = read_u64(grp);
+	return grp;
+}
+
+/* The canceler in slot s of a children group (each canceler's cancelCtx
+ * is first in it), 0 for an empty or deleted slot. */
+static __always_inline __u64 child_at(__u64 grp, __u64 ctrl, int s)
+{
+	if ((ctrl >> (8 * s)) & 0x80)
+		return 0;
+	return read_u64(grp + 8 + 16 * s + 8);
+}
+
+/*
+ * read_children_waiters adds the waiters on the Done channels of c's
+ * children. A global function, like read_chan_waiters: verified once.
+ */
+__noinline int read_children_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off,
+				     const struct tt_go_conn_layout *cl)
+{
+	if (!e || !off || !off->has_children)
+		return 0;
+	__u64 ctrl = 0;
+	__u64 grp = children_group(c, off, &ctrl);
+	if (!grp)
+		return 0;
+	for (int s = 0; s < 8; s++) {
+		if (e->waiters >= TT_GO_WAITERS)
+			break;
+		__u64 child = child_at(grp, ctrl, s);
+		if (child)
+			read_chan_waiters(e, child, off, cl);
+	}
+	return 0;
+}
+
+/*
+ * read_grandchildren_waiters adds the waiters on the Done channels of the
+ * children of c's children: a call that waits two contexts below the
+ * deadline (grpcurl's: its own WithCancel, then grpc-go's stream).
+ */
+__noinline int read_grandchildren_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off,
+					  const struct tt_go_conn_layout *cl)
+{
+	if (!e || !off || !off->has_children)
+		return 0;
+	__u64 ctrl = 0;
+	__u64 grp = children_group(c, off, &ctrl);
+	if (!grp)
+		return 0;
+	for (int s = 0; s < 8; s++) {
+		if (e->waiters >= TT_GO_WAITERS)
+			break;
+		__u64 child = child_at(grp, ctrl, s);
+		if (child)
+			read_children_waiters(e, child, off, cl);
+	}
+	return 0;
+}
+
+/*
  * read_waiters fills who was waiting on the expiring context c: on its own
  * Done channel, then on its children's (net/http's transport waits on a
- * cancelCtx of its own below the request's; each canceler's cancelCtx is
- * first in it), for a children map small enough to be one group.
+ * cancelCtx of its own below the request's), then on its grandchildren's,
+ * for children maps small enough to be one group; at most TT_GO_WAITERS.
  */
 static __always_inline void read_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off,
 					 const struct tt_go_conn_layout *cl)
 {
 	read_chan_waiters(e, c, off, cl);
-	if (!off->has_children || e->waiters >= TT_GO_WAITERS)
-		return;
-	__u64 m = read_u64(c + off->cancelctx_children);
-	if (!m || read_u64(m + off->map_dirlen) != 0)
-		return;
-	__u64 grp = read_u64(m + off->map_dirptr);
-	if (!grp)
-		return;
-	__u64 ctrl = read_u64(grp);
-	for (int s = 0; s < 8; s++) {
-		if (e->waiters >= TT_GO_WAITERS)
-			break;
-		if ((ctrl >> (8 * s)) & 0x80)
-			continue; /* empty or deleted */
-		__u64 child = read_u64(grp + 8 + 16 * s + 8);
-		if (child)
-			read_chan_waiters(e, child, off, cl);
-	}
+	if (e->waiters < TT_GO_WAITERS)
+		read_children_waiters(e, c, off, cl);
+	if (e->waiters < TT_GO_WAITERS)
+		read_grandchildren_waiters(e, c, off, cl);
 }
 
 /*
