@@ -294,6 +294,10 @@ __noinline int read_children_waiters(struct tt_go_event *e, __u64 c, const struc
  * read_grandchildren_waiters adds the waiters on the Done channels of the
  * children of c's children: a call that waits two contexts below the
  * deadline (grpcurl's: its own WithCancel, then grpc-go's stream).
+ * It reads c's children group again (about ten reads at an expiry) rather
+ * than sharing one function with read_children_waiters: one function with
+ * both loops, the second nested, took the Go programs' load from 0.24 s to
+ * 0.5-0.67 s here, each call verified in its loop nest.
  */
 __noinline int read_grandchildren_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off,
 					  const struct tt_go_conn_layout *cl)
