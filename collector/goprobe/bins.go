@@ -66,15 +66,13 @@ func (n *Node) openBin(pid int) (*gobin.Binary, string, error) {
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 			stamp = stampOf(sys)
 			id := gobin.FileID{Dev: uint64(sys.Dev), Ino: uint64(sys.Ino)}
+			var stale *gobin.Binary
 			n.mu.Lock()
 			r, ok := n.bins[id]
 			if ok && r.refs == 0 && r.stamp != stamp {
 				// Rewritten in place while no process ran it.
 				delete(n.bins, id)
-				n.mu.Unlock()
-				r.bin.Close()
-				n.mu.Lock()
-				ok = false
+				stale, ok = r.bin, false
 			}
 			if ok {
 				r.refs++
@@ -83,6 +81,9 @@ func (n *Node) openBin(pid int) (*gobin.Binary, string, error) {
 				return r.bin, exe, nil
 			}
 			n.mu.Unlock()
+			if stale != nil {
+				stale.Close()
+			}
 		}
 	}
 	bin, err := gobin.OpenPID(pid)
