@@ -114,7 +114,7 @@ func TestOTLPToJaeger(t *testing.T) {
 			if exported != len(run.reports) || lost != 0 {
 				t.Errorf("%d reports, %d spans exported, %d lost:\n%s", len(run.reports), exported, lost, run.stderr)
 			}
-			checked, network := 0, 0
+			checked, network, rtos := 0, 0, 0
 			for _, r := range run.reports {
 				wantParent, ok := expired[r.TraceID]
 				if !ok {
@@ -160,19 +160,85 @@ func TestOTLPToJaeger(t *testing.T) {
 				if len(sp.Logs) != min(events, 128) {
 					t.Errorf("trace %s: %d logs, the report has %d TCP events", r.TraceID, len(sp.Logs), events)
 				}
+				checkSemconv(t, r, tags)
+				rtos += checkRetransmitTypes(t, r.TraceID, sp)
 				if networkClasses[string(r.Cause.Class)] {
 					network++
 					if tags["network.peer.port"] != float64(8080) || tags["tcp.connections"] == float64(0) {
 						t.Errorf("trace %s: network cause without its peer: %v", r.TraceID, tags)
 					}
+					// The client opened the connection: server.* name the upstream it called.
+					if c := r.Cause.Connections[0]; c.Direction != "outbound" ||
+						tags["server.address"] != c.Peer.Addr().Unmap().String() || tags["server.port"] != float64(c.Peer.Port()) {
+						t.Errorf("trace %s: server.address %v server.port %v, want the outbound connection's peer %v (%s)",
+							r.TraceID, tags["server.address"], tags["server.port"], c.Peer, c.Direction)
+					}
 				}
 			}
-			if checked == 0 || network == 0 {
-				t.Fatalf("%d timeout spans checked, %d with a network cause: want some of each\n%s", checked, network, run.stderr)
+			if checked == 0 || network == 0 || rtos == 0 {
+				t.Fatalf("%d timeout spans checked, %d with a network cause, %d RTO events: want some of each\n%s", checked, network, rtos, run.stderr)
 			}
-			t.Logf("%d expiries logged, %d reports, %d spans checked in Jaeger (%d network causes)", len(expired), len(run.reports), checked, network)
+			t.Logf("%d expiries logged, %d reports, %d spans checked in Jaeger (%d network causes, %d RTO events)", len(expired), len(run.reports), checked, network, rtos)
 		})
 	}
+}
+
+// checkSemconv: the attributes of today's semantic conventions, as Jaeger
+// stored them: error.type on the span, code.function.name, code.file.path
+// and code.line.number from the deadline's creation, and the deprecated
+// code.function, code.filepath, code.lineno beside them with the same
+// values (dashboards still read those).
+func checkSemconv(t *testing.T, r export.TimeoutJSON, tags map[string]any) {
+	t.Helper()
+	if tags["error.type"] != "timeout" {
+		t.Errorf("trace %s: error.type %v, want timeout", r.TraceID, tags["error.type"])
+	}
+	if r.CreatedAt == nil || *r.CreatedAt == "" {
+		t.Errorf("trace %s: no created_at with --detail always", r.TraceID)
+		return
+	}
+	fn, loc, _ := strings.Cut(*r.CreatedAt, " (")
+	file, line, _ := strings.Cut(strings.TrimSuffix(loc, ")"), ":")
+	n, err := strconv.Atoi(line)
+	if err != nil {
+		t.Errorf("trace %s: created_at %q has no line", r.TraceID, *r.CreatedAt)
+		return
+	}
+	for _, kv := range []struct {
+		now, old string
+		want     any
+	}{{"code.function.name", "code.function", fn}, {"code.file.path", "code.filepath", file}, {"code.line.number", "code.lineno", float64(n)}} {
+		if tags[kv.now] != kv.want || tags[kv.old] != kv.want {
+			t.Errorf("trace %s: %s %v and %s %v, want %v (created_at %q)", r.TraceID, kv.now, tags[kv.now], kv.old, tags[kv.old], kv.want, *r.CreatedAt)
+		}
+	}
+}
+
+// checkRetransmitTypes: every span log of a retransmit carries the proposed
+// network.tcp.retransmit.type (timeout, fast, tail_loss_probe) and no other
+// log does; it returns how many RTO logs it saw.
+func checkRetransmitTypes(t *testing.T, traceID string, sp *jaegerSpan) (rtos int) {
+	t.Helper()
+	want := map[string]string{"tcp.rto": "timeout", "tcp.fast_retransmit": "fast", "tcp.tlp": "tail_loss_probe"}
+	for _, l := range sp.Logs {
+		f := map[string]any{}
+		for _, kv := range l.Fields {
+			f[kv.Key] = kv.Value
+		}
+		name, _ := f["event"].(string)
+		got, has := f["network.tcp.retransmit.type"]
+		if w, ok := want[name]; ok {
+			if got != w {
+				t.Errorf("trace %s: log %s has network.tcp.retransmit.type %v, want %s", traceID, name, got, w)
+			}
+		} else if has {
+			t.Errorf("trace %s: log %s has network.tcp.retransmit.type %v", traceID, name, got)
+		}
+		if name == "tcp.rto" {
+			rtos++
+		}
+	}
+	return rtos
 }
 
 // TestOTLPEndpointDownKeepsTracing: nothing listens at the OTLP endpoint
