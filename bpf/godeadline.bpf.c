@@ -258,13 +258,24 @@ static __always_inline __u64 children_group(__u64 c, const struct tt_go_offsets 
 	return grp;
 }
 
+/*
+ * A children group's slot: {canceler, struct{}}, 24 bytes, not 16: Go pads
+ * a struct that ends in a zero-size field (so that field's address cannot
+ * point past it), and the map's slot type is such a struct. Read with a
+ * stride of 16, every child but slot 0's was a misread (grpcurl's call, the
+ * deadline's second child after its reflection stream, was never found).
+ * TestChildrenSlotLayout checks the layout on the toolchain.
+ */
+#define TT_CHILD_SLOT 24
+
 /* The canceler in slot s of a children group (each canceler's cancelCtx
- * is first in it), 0 for an empty or deleted slot. */
+ * is first in it: the interface's data word, 8 bytes into the slot), 0 for
+ * an empty or deleted slot. */
 static __always_inline __u64 child_at(__u64 grp, __u64 ctrl, int s)
 {
 	if ((ctrl >> (8 * s)) & 0x80)
 		return 0;
-	return read_u64(grp + 8 + 16 * s + 8);
+	return read_u64(grp + 8 + TT_CHILD_SLOT * s + 8);
 }
 
 /*

@@ -195,10 +195,19 @@ func (d *Deadline) WaitConns() []uint64 {
 }
 
 // Waiting picks WaitingAt from the waiters: the deadline's creator's,
-// else the first waiter's with a frame outside the runtime.
+// else the first waiter's in a connection's wait frame (a round trip, a
+// stream's read: the call itself, where a watcher goroutine parked beside
+// it, grpc-go's stream watcher or a program's own, is not where the
+// request waited), else the first waiter's with a frame outside the
+// runtime.
 func (d *Deadline) Waiting() string {
 	for _, w := range d.Waiters {
 		if d.CreatedGoid != 0 && w.Goid == d.CreatedGoid && w.At != "" {
+			return w.At
+		}
+	}
+	for _, w := range d.Waiters {
+		if w.ConnFrame != "" && w.At != "" {
 			return w.At
 		}
 	}

@@ -57,3 +57,25 @@ func TestWaiterCaller(t *testing.T) {
 		t.Errorf("CallerAt %q, want the WaitingAt waiter's", got)
 	}
 }
+
+// TestWaitingPrefersTheCall: without the creator's goroutine, WaitingAt is
+// the waiter in a connection's wait frame, not a watcher parked beside it
+// (grpcurl: grpc-go's watcher of its reflection stream, the deadline's
+// first child, and the call's waitOnHeader in the second).
+func TestWaitingPrefersTheCall(t *testing.T) {
+	watcher := Waiter{Goid: 7, At: "google.golang.org/grpc.newClientStreamWithParams.func4 (stream.go:393)"}
+	call := Waiter{Goid: 1, At: "google.golang.org/grpc/internal/transport.(*Stream).waitOnHeader (transport.go:336)",
+		ConnFrame: "google.golang.org/grpc/internal/transport.(*Stream).waitOnHeader"}
+	d := Deadline{Waiters: []Waiter{watcher, call}}
+	if got := d.Waiting(); got != call.At {
+		t.Errorf("Waiting %q, want the call's %q", got, call.At)
+	}
+	d.CreatedGoid = 7
+	if got := d.Waiting(); got != watcher.At {
+		t.Errorf("creator's goroutine seen: Waiting %q, want its %q", got, watcher.At)
+	}
+	d = Deadline{Waiters: []Waiter{watcher, {Goid: 2, At: "main.work (main.go:9)"}}}
+	if got := d.Waiting(); got != watcher.At {
+		t.Errorf("no connection frame: Waiting %q, want the first %q", got, watcher.At)
+	}
+}

@@ -44,7 +44,8 @@ struct tt_go_offsets {
 	__u32 g_sched_pc;          /* runtime.g.sched.pc */
 	__u32 g_sched_bp;          /* runtime.g.sched.bp (the frame pointer at the park) */
 	/* The children map (Go 1.24+ swiss maps: a small map's dirPtr is its
-	 * one group, a control word then 8 slots of {canceler, struct{}}); 0
+	 * one group, a control word then 8 slots of {canceler, struct{}}, 24
+	 * bytes each); 0
 	 * in has_children: only the context's own Done is read. */
 	__u32 has_children;
 	__u32 map_dirptr;          /* internal/runtime/maps.Map.dirPtr */

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -11,19 +12,29 @@ import (
 // context's Done channel: net/http's round trip for an HTTP client, the
 // gRPC stream's read for a gRPC one. Those frames name the connection too
 // (the round trip's persistConn, the stream's transport), so each report is
-// bound to it, exact, from the first expiry with no detail probe.
+// bound to it, exact, from the first expiry with no detail probe; also when
+// the call's context is not the deadline's first child (the _siblings
+// cases: before the children map's slots were read at their real stride,
+// 24 bytes, only the first child's waiters were found).
 func TestWaitingAt(t *testing.T) {
 	requireGoTracing(t)
 	for _, tc := range []struct {
-		proto, server, want string
-		bound               bool // every report bound at the expiry (waiting_conns), exact slow_peer
+		name, proto, server, want string
+		// siblings: contexts opened under the deadline before the call,
+		// each with a goroutine waiting on it (as grpc-go's stream
+		// watchers): the call's context is the deadline's fourth child,
+		// in the children map's fourth slot.
+		siblings int
 	}{
-		{"http", "http-server", "net/http.(*persistConn).roundTrip", true},
-		{"grpc", "grpc-server", "google.golang.org/grpc", true},
+		{"http", "http", "http-server", "net/http.(*persistConn).roundTrip", 0},
+		{"grpc", "grpc", "grpc-server", "google.golang.org/grpc", 0},
+		{"http_siblings", "http", "http-server", "net/http.(*persistConn).roundTrip", 3},
+		{"grpc_siblings", "grpc", "grpc-server", "google.golang.org/grpc", 3},
 	} {
-		t.Run(tc.proto, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			server := []string{tc.server, "-addr", ":8080", "-delay", "400ms"}
-			client := []string{"client", "-proto", tc.proto, "-target", labTarget, "-n", "6", "-concurrency", "2", "-timeout", "150ms", "-span", "before"}
+			client := []string{"client", "-proto", tc.proto, "-target", labTarget, "-n", "6", "-concurrency", "2", "-timeout", "150ms", "-span", "before",
+				"-siblings", fmt.Sprint(tc.siblings)}
 			run := runLab(t, server, client, false, nil, "--detail", "never")
 			if len(run.reports) < 5 {
 				t.Fatalf("%d reports, want 6: %s", len(run.reports), run.stderr)

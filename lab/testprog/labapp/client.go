@@ -49,6 +49,7 @@ type clientConfig struct {
 	wait        bool
 	localWait   time.Duration
 	retry       bool
+	siblings    int
 	burn        int
 	ballastMB   int
 	garbageKB   int
@@ -67,6 +68,9 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&c.retry, "retry", false, "retry a failed call every 50 ms until the deadline (a reset or refused connect then ends in a timeout)")
 	fs.DurationVar(&c.localWait, "local-wait", 0,
 		"before each call, wait for a token of a local semaphore that one goroutine refills every this long: a deadline can expire in the wait, with no network I/O (0: no semaphore)")
+	fs.IntVar(&c.siblings, "siblings", 0,
+		"open this many contexts under each request's deadline before its call, each watched by a goroutine until the call returns "+
+			"(as grpc-go's stream watchers are): the call's own context is then not the deadline's first child")
 	fs.IntVar(&c.burn, "burn", 0, "CPU-burning sidecar goroutines that spin for the whole run (with a CPU quota: throttling)")
 	fs.IntVar(&c.ballastMB, "ballast-mb", 0, "keep a live pointer-heavy heap of this many MiB (with a small GOGC: long GC cycles)")
 	fs.IntVar(&c.garbageKB, "garbage-kb", 0, "allocate this many KiB of short-lived pointer-holding objects per request, under its deadline")
@@ -333,6 +337,11 @@ func (r *requester) one(seq int) clientLine {
 		defer cancel()
 		dl, _ := ctx.Deadline()
 		line.Deadline = deadlineText(dl)
+	}
+	for range r.cfg.siblings {
+		sib, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { <-sib.Done() }()
 	}
 	ctx, cs := withCallSpan(ctx)
 	line.Target = r.targets[seq%len(r.targets)]
