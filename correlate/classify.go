@@ -70,6 +70,10 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 	// 3 ms requests on a healthy network read tlp 4 times of 311).
 	// A server waiting to read from its client (slowClient) keeps the
 	// binding: its own sends' probe says nothing of what the client sent.
+	if n := settledRetransmits(waitCands); n > 0 {
+		notes = append(notes, fmt.Sprintf("%s after the expiry not counted: the connection it waited on had everything acknowledged at the expiry, so they repeat what was written after it (the cancellation's close)",
+			plural(n, "retransmit", "retransmits")))
+	}
 	if len(waitCands) > 0 && !slices.ContainsFunc(waitCands, func(e *evidence) bool { return e.class != ClassTLP }) && !inboundReading(d) {
 		notes = append(notes, "the connection it waited on at the expiry showed only a tail loss probe: the other rules decide")
 		waitCands = nil
@@ -235,7 +239,9 @@ func (c *Correlator) waitCandidates(d *event.Deadline, sp span) ([]*evidence, st
 				via += "+binding:" + sourceList(b.srcs)
 			}
 		}
-		out = append(out, c.examine(i, sp, via))
+		wsp := sp
+		wsp.settled = settledAt(d, cookie)
+		out = append(out, c.examine(i, wsp, via))
 	}
 	c.sortEvidence(out)
 	c.cands = out
@@ -244,6 +250,31 @@ func (c *Correlator) waitCandidates(d *event.Deadline, sp span) ([]*evidence, st
 	}
 	return out, fmt.Sprintf("%s the request waited on at the expiry %s no record in the correlator's tables (no kernel event seen, or dropped: see stats)",
 		plural(missing, "connection", "connections"), map[bool]string{true: "has", false: "have"}[missing == 1])
+}
+
+// settledRetransmits counts the retransmits after the expiry that the
+// candidates left uncounted, their connections settled at it.
+func settledRetransmits(cands []*evidence) int {
+	n := 0
+	for _, e := range cands {
+		n += e.afterSettled
+	}
+	return n
+}
+
+// settledAt: every waiter on connection cookie found it settled at the
+// expiry (event.Waiter.ConnSettled).
+func settledAt(d *event.Deadline, cookie uint64) bool {
+	n := 0
+	for _, w := range d.Waiters {
+		if w.Conn == cookie {
+			if !w.ConnSettled {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
 }
 
 // waitFrameOf is the waiting frame that named connection cookie.

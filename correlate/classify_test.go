@@ -1130,3 +1130,54 @@ func TestSlowClient(t *testing.T) {
 		})
 	}
 }
+
+// TestRetransmitsAfterASettledExpiry: a tail loss probe 4 ms after the
+// expiry, on the connection the request waited on. When that connection
+// had everything it had sent acknowledged at the expiry (ConnSettled), the
+// probe repeats what the cancellation sent after it (hey over TLS to a
+// slow server: its close_notify and FIN, the server delaying its ACK):
+// listed after_expiry, not counted, slow_peer. Unsettled, it may be the
+// request's own lost data, probed only after a short budget: it counts.
+func TestRetransmitsAfterASettledExpiry(t *testing.T) {
+	for _, settled := range []bool{true, false} {
+		t.Run(fmt.Sprint("settled=", settled), func(t *testing.T) {
+			sc := newScenario("t", "")
+			c := sc.conn(3, 10, "app", "10.0.0.1:1002", "10.0.0.3:443", 100*time.Microsecond)
+			c.handshake(0, 0)
+			c.act(8100, 0, true)
+			c.tcp(9604, event.TCPTLP)
+			sc.deadline(10, "app", 8100, 1500, 0, "", noDetail(), func(d *event.Deadline) {
+				d.WaitersRead, d.WaitingAt = true, "net/http.(*persistConn).roundTrip (/go/src/net/http/transport.go:2911)"
+				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: 3, ConnFrame: "net/http.(*persistConn).roundTrip", ConnSettled: settled}}
+			})
+			r := one(t, sc)
+			if !settled {
+				if r.Cause.Class == ClassSlowPeer {
+					t.Errorf("unsettled: %s/%s, the probe within an RTO of the expiry must count: %s", r.Cause.Class, r.Cause.Confidence, r.Cause.Summary)
+				}
+				return
+			}
+			expect(t, r, ClassSlowPeer, Exact)
+			if !strings.Contains(r.Cause.Note, "1 retransmit after the expiry not counted") {
+				t.Errorf("note %q does not say the probe was left out", r.Cause.Note)
+			}
+			listed := false
+			for _, cn := range r.Cause.Connections {
+				if cn.Counts["tlp"] != 0 {
+					t.Errorf("counts %v: the probe after a settled expiry counted", cn.Counts)
+				}
+				for _, e := range cn.Events {
+					if e.Kind == "tlp" {
+						listed = true
+						if !e.AfterExpiry {
+							t.Errorf("the probe is not marked after_expiry: %+v", e)
+						}
+					}
+				}
+			}
+			if !listed {
+				t.Error("the probe after the expiry is not listed")
+			}
+		})
+	}
+}

@@ -55,6 +55,9 @@ type evidence struct {
 	// attach: the latest record of the socket's state read at attach in
 	// the window (StateAtAttach), nil when none.
 	attach *tcpRec
+	// afterSettled: retransmits after the expiry of a connection settled
+	// at it (span.settled), listed and not counted.
+	afterSettled int
 
 	class Class
 	why   string // for ClassUnknown
@@ -107,11 +110,20 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 		if r.kind == event.TCPConnect && (e.connectAt == 0 || r.mono < e.connectAt) {
 			e.connectAt = r.mono
 		}
+		causal := r.mono <= sp.expiry
+		if !causal && sp.settled && r.kind.Retransmit() {
+			// Nothing was unacknowledged at the expiry: this repeats
+			// what the cancellation sent after it (hey over TLS to a slow
+			// server: a tail loss probe of its close_notify and FIN, 4 ms
+			// after the expiry, the server delaying its ACK). Listed, not
+			// counted.
+			e.afterSettled++
+			continue
+		}
 		if int(r.kind) < len(e.n) {
 			e.n[r.kind]++
 		}
 		e.supp += int(r.suppressed)
-		causal := r.mono <= sp.expiry
 		errno := syscall.Errno(r.errno)
 		switch r.kind {
 		case event.TCPClosing, event.TCPResetSent, event.TCPConnectAborted:
@@ -429,7 +441,7 @@ func (r *tcpRec) rto() uint64 {
 // before it read tlp, 6 of 100 in 2 runs of 4).
 func (e *evidence) probedBefore(sp span) bool {
 	for _, r := range e.evs {
-		if r.kind != event.TCPTLP {
+		if r.kind != event.TCPTLP || sp.settled && r.mono > sp.expiry {
 			continue
 		}
 		if r.mono <= sp.expiry+r.rto() {

@@ -17,6 +17,11 @@ import (
 type span struct {
 	lo, expiry, hi uint64
 	created        uint64 // the context's creation, when seen (lo is Slack before it); else 0
+	// settled: the connection examined had everything it had sent
+	// acknowledged at the expiry (read then, event.Waiter.ConnSettled):
+	// its retransmits after the expiry repeat what was sent after it,
+	// listed (after_expiry) but not counted.
+	settled bool
 }
 
 // window returns the searched window for d, the span of event times that

@@ -137,6 +137,12 @@ type Waiter struct {
 	// ConnTLS: the connection was behind a wrapper (crypto/tls, grpc-go's
 	// TLS credentials), not a bare TCP connection.
 	ConnTLS bool
+	// ConnSettled: everything the process had written to the connection
+	// was acknowledged at the expiry (snd_una had reached write_seq: none
+	// in flight, none queued), so a retransmit after the expiry repeats
+	// only what was written after it (the cancellation's own close). False
+	// when not read.
+	ConnSettled bool
 }
 
 // libraryFrames are the packages a waiting goroutine's stack passes

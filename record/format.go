@@ -143,6 +143,7 @@ type waiter struct {
 	ConnLater    bool   `json:"conn_answered_later,omitempty"`
 	Woken        bool   `json:"woken,omitempty"`
 	ConnTLS      bool   `json:"conn_tls,omitempty"`
+	ConnSettled  bool   `json:"conn_settled,omitempty"`
 }
 
 // toLine fills l (reset by the caller) from an event.
@@ -177,7 +178,7 @@ func toLine(ev event.Any, l *line) error {
 		}
 		for _, w := range e.Waiters {
 			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
-				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken, ConnTLS: w.ConnTLS})
+				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSettled: w.ConnSettled})
 		}
 		if e.Kind != 0 {
 			l.Kind = e.Kind.String()
@@ -277,7 +278,7 @@ func fromLine(l *line) (event.Any, error) {
 			sa, err := parseDur(w.ConnSentAgo)
 			check("conn_sent_ago", err)
 			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
-				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken, ConnTLS: w.ConnTLS})
+				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSettled: w.ConnSettled})
 		}
 		var err error
 		e.Kind, err = parseExpiry(l.Kind)

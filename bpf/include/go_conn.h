@@ -73,6 +73,16 @@ static __always_inline __u32 sk_unread(struct sock *sk, __u32 *rcv_age, __u32 *s
 	return unread;
 }
 
+/* The bytes the process has written to sk and not yet had acknowledged,
+ * sent or still queued: write_seq - snd_una (a FIN counts one). */
+static __always_inline __u32 sk_unacked(struct sock *sk)
+{
+	if (!sk)
+		return 0;
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	return BPF_CORE_READ(tp, write_seq) - BPF_CORE_READ(tp, snd_una);
+}
+
 /*
  * The file descriptor behind a net.Conn interface (itab, data) when it is a
  * *net.TCPConn, or wraps one (a TLS connection; grpc-go's TLS credentials'

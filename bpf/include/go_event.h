@@ -283,6 +283,12 @@ struct tt_go_event {
 	__u32 waiter_unread[TT_GO_WAITERS];
 	__u32 waiter_rcv_age[TT_GO_WAITERS];
 	__u32 waiter_snd_age[TT_GO_WAITERS];
+	/* Each waiter's connection at the expiry: the bytes the process had
+	 * written and not yet had acknowledged, sent or queued (write_seq -
+	 * snd_una). 0: everything was acknowledged, so any retransmit after
+	 * the expiry repeats what was written after it (the cancellation's
+	 * own close). */
+	__u32 waiter_unacked[TT_GO_WAITERS];
 	/* Each waiter's g.selectDone: 1 when another case of its select had
 	 * won already (a sender, the response, took it), the goroutine not run
 	 * since; it was no longer waiting on the context. */

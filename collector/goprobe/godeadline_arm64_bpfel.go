@@ -120,6 +120,7 @@ type godeadlineTtGoEvent struct {
 	WaiterUnread   [4]uint32
 	WaiterRcvAge   [4]uint32
 	WaiterSndAge   [4]uint32
+	WaiterUnacked  [4]uint32
 	WaiterWoken    [4]uint8
 	WaiterWrapped  [4]uint8
 	Jiffies        uint64

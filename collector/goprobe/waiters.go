@@ -74,6 +74,7 @@ func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
 		w.Conn, w.ConnFrame, w.ConnFD = p.waiterConn(r, i)
 		if w.ConnFD >= 0 {
 			w.ConnUnread = r.WaiterUnread[i]
+			w.ConnSettled = r.WaiterUnacked[i] == 0
 			w.ConnTLS = r.WaiterWrapped[i] != 0
 			rcv, snd := r.WaiterRcvAge[i], r.WaiterSndAge[i]
 			w.ConnAnswered = rcv <= snd

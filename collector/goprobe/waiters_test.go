@@ -30,11 +30,18 @@ func TestChildrenSlotLayout(t *testing.T) {
 		m[c] = struct{}{}
 		want[uintptr((*[2]unsafe.Pointer)(unsafe.Pointer(&c))[1])] = true
 	}
-	hdr := (*[4]uintptr)(*(*unsafe.Pointer)(unsafe.Pointer(&m)))
-	if hdr[3] != 0 {
-		t.Fatalf("dirLen %d: a map of %d is not one group", hdr[3], len(m))
+	// internal/runtime/maps.Map's first fields.
+	type mapHeader struct {
+		used   uint64
+		seed   uintptr
+		dirPtr unsafe.Pointer
+		dirLen int
 	}
-	grp := unsafe.Pointer(hdr[2])
+	hdr := (*mapHeader)(*(*unsafe.Pointer)(unsafe.Pointer(&m)))
+	if hdr.dirLen != 0 {
+		t.Fatalf("dirLen %d: a map of %d is not one group", hdr.dirLen, len(m))
+	}
+	grp := hdr.dirPtr
 	ctrl := *(*uint64)(grp)
 	for s := range 8 {
 		full := (ctrl>>(8*s))&0x80 == 0
