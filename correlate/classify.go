@@ -240,7 +240,7 @@ func (c *Correlator) waitCandidates(d *event.Deadline, sp span) ([]*evidence, st
 			}
 		}
 		wsp := sp
-		wsp.settled = settledAt(d, cookie)
+		wsp.send = sendAt(d, cookie)
 		out = append(out, c.examine(i, wsp, via))
 	}
 	c.sortEvidence(out)
@@ -262,19 +262,15 @@ func settledRetransmits(cands []*evidence) int {
 	return n
 }
 
-// settledAt: every waiter on connection cookie found it settled at the
-// expiry (event.Waiter.ConnSettled).
-func settledAt(d *event.Deadline, cookie uint64) bool {
-	n := 0
+// sendAt is connection cookie's send side at the expiry, as a waiter
+// on it read it (all of them read the same socket at the same moment).
+func sendAt(d *event.Deadline, cookie uint64) *event.SendState {
 	for _, w := range d.Waiters {
-		if w.Conn == cookie {
-			if !w.ConnSettled {
-				return false
-			}
-			n++
+		if w.Conn == cookie && w.ConnSend != nil {
+			return w.ConnSend
 		}
 	}
-	return n > 0
+	return nil
 }
 
 // waitFrameOf is the waiting frame that named connection cookie.
@@ -720,6 +716,10 @@ func connections(es []*evidence, d *event.Deadline, max, maxEvents int) ([]Conne
 			cn.Direction = "outbound"
 		case e.s.inbound:
 			cn.Direction = "inbound"
+		}
+		if s := e.send; s != nil {
+			cn.AtExpiry = &SendAtExpiry{UnackedBytes: s.Unacked, CAState: event.CAStateName(s.CAState),
+				RetransOut: s.RetransOut, LostOut: s.LostOut, Recovering: s.Recovering()}
 		}
 		for k, n := range e.n {
 			if n > 0 {

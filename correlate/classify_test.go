@@ -1141,6 +1141,10 @@ func TestSlowClient(t *testing.T) {
 func TestRetransmitsAfterASettledExpiry(t *testing.T) {
 	for _, settled := range []bool{true, false} {
 		t.Run(fmt.Sprint("settled=", settled), func(t *testing.T) {
+			send := &event.SendState{}
+			if !settled {
+				send.Unacked = 1448
+			}
 			sc := newScenario("t", "")
 			c := sc.conn(3, 10, "app", "10.0.0.1:1002", "10.0.0.3:443", 100*time.Microsecond)
 			c.handshake(0, 0)
@@ -1148,7 +1152,7 @@ func TestRetransmitsAfterASettledExpiry(t *testing.T) {
 			c.tcp(9604, event.TCPTLP)
 			sc.deadline(10, "app", 8100, 1500, 0, "", noDetail(), func(d *event.Deadline) {
 				d.WaitersRead, d.WaitingAt = true, "net/http.(*persistConn).roundTrip (/go/src/net/http/transport.go:2911)"
-				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: 3, ConnFrame: "net/http.(*persistConn).roundTrip", ConnSettled: settled}}
+				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: 3, ConnFrame: "net/http.(*persistConn).roundTrip", ConnSend: send}}
 			})
 			r := one(t, sc)
 			if !settled {
@@ -1177,6 +1181,56 @@ func TestRetransmitsAfterASettledExpiry(t *testing.T) {
 			}
 			if !listed {
 				t.Error("the probe after the expiry is not listed")
+			}
+		})
+	}
+}
+
+// TestLossRecoveryAtTheExpiry: an upload's fast retransmits, each
+// acknowledged (retransmit_acked) 90 ms before its 100 ms deadline, read
+// "repaired before the expiry". The expiry probe's reading of the bound
+// connection says otherwise when it was still in loss recovery with data
+// unacknowledged: fast_retransmit (recovery), rto (loss after an RTO, the
+// RTO itself not in the window), said in the summary and at_expiry.
+// Open, or everything acknowledged, the rule stands: slow_peer.
+func TestLossRecoveryAtTheExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		send    *event.SendState
+		retrans bool // fast retransmits in the window
+		want    Class
+		summary string
+	}{
+		{"recovering", &event.SendState{Unacked: 900000, CAState: event.CARecovery, RetransOut: 1, LostOut: 3}, true, ClassFastRetransmit,
+			"2 fast retransmits to 10.0.0.3:80, still in loss recovery at the expiry (900000 bytes unacknowledged, 1 segment retransmitted and not yet acknowledged, 3 held lost)"},
+		{"in loss after an RTO", &event.SendState{Unacked: 900000, CAState: event.CALoss, RetransOut: 1, LostOut: 40}, false, ClassRTO,
+			"data to 10.0.0.3:80 unacknowledged at the expiry, in loss after a retransmission timeout"},
+		{"open", &event.SendState{Unacked: 900000, CAState: event.CAOpen}, true, ClassSlowPeer, "repaired before the expiry"},
+		{"acknowledged, recovery state left over", &event.SendState{Unacked: 0, CAState: event.CARecovery}, true, ClassSlowPeer, "repaired before the expiry"},
+		{"not read", nil, true, ClassSlowPeer, "repaired before the expiry"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScenario("t", "")
+			c := sc.conn(3, 10, "app", "10.0.0.1:1002", "10.0.0.3:80", 100*time.Microsecond)
+			c.handshake(0, 0)
+			c.act(8000, 0, true)
+			if tc.retrans {
+				c.tcp(8001, event.TCPFastRetransmit)
+				c.tcp(8003, event.TCPFastRetransmit)
+				c.tcp(8005, event.TCPRetransmitAcked)
+			}
+			sc.deadline(10, "app", 8000, 100, 0, "", noDetail(), func(d *event.Deadline) {
+				d.WaitersRead, d.WaitingAt = true, "net/http.(*persistConn).roundTrip (/go/src/net/http/transport.go:2911)"
+				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: 3, ConnFrame: "net/http.(*persistConn).roundTrip", ConnSend: tc.send}}
+			})
+			r := one(t, sc)
+			expect(t, r, tc.want, Exact)
+			if !strings.Contains(r.Cause.Summary, tc.summary) {
+				t.Errorf("summary %q, want %q in it", r.Cause.Summary, tc.summary)
+			}
+			at := r.Cause.Connections[0].AtExpiry
+			if (at != nil) != (tc.send != nil) || at != nil && at.Recovering != tc.send.Recovering() {
+				t.Errorf("at_expiry %+v for %+v", at, tc.send)
 			}
 		})
 	}

@@ -196,6 +196,26 @@ type Connection struct {
 	// were left out (Counts include them).
 	Events        []ConnEvent `json:"events,omitempty"`
 	EventsOmitted int         `json:"events_omitted,omitempty"`
+	// AtExpiry is the connection's send side as the expiry probe read it,
+	// for a connection the request was waiting on; absent otherwise.
+	AtExpiry *SendAtExpiry `json:"at_expiry,omitempty"`
+}
+
+// SendAtExpiry is a connection's send side when the deadline expired.
+type SendAtExpiry struct {
+	// UnackedBytes: what the process had written and not had
+	// acknowledged, in flight or queued (0: everything acknowledged).
+	UnackedBytes uint32 `json:"unacked_bytes"`
+	// CAState is the kernel's congestion state: open, disorder, cwr,
+	// recovery (repairing losses), loss (after a retransmission timeout).
+	CAState string `json:"ca_state"`
+	// RetransOut: segments retransmitted and not yet acknowledged;
+	// LostOut: segments the kernel held lost.
+	RetransOut uint32 `json:"retrans_out"`
+	LostOut    uint32 `json:"lost_out"`
+	// Recovering: data unacknowledged and the state recovery or loss —
+	// the request was held up in loss recovery at the expiry.
+	Recovering bool `json:"recovering,omitempty"`
 }
 
 // ConnEvent is one kernel TCP event of a connection, as a timeline entry

@@ -28,6 +28,9 @@ type peerGroup struct {
 	attach   *tcpRec
 	attached int
 	flags    evidence // flags ORed over the group
+	// send: a send side read at the expiry in loss recovery, of one of the
+	// group's connections (evidence.send), nil when none was.
+	send *event.SendState
 }
 
 // peerKey groups by peer address; sockets whose peer is unknown stay apart.
@@ -72,6 +75,9 @@ func groupByPeer(es []*evidence) []*peerGroup {
 			if g.attach == nil || e.attach.mono > g.attach.mono {
 				g.attach = e.attach
 			}
+		}
+		if g.send == nil && e.send.Recovering() {
+			g.send = e.send
 		}
 		f := &g.flags
 		f.resetEst, f.errReset, f.resetSyn, f.errRefused = f.resetEst || e.resetEst, f.errReset || e.errReset, f.resetSyn || e.resetSyn, f.errRefused || e.errRefused
@@ -153,6 +159,9 @@ func (g *peerGroup) phrase(class Class, w Window) string {
 		if k := n[event.TCPRTO]; k > 0 {
 			return fmt.Sprintf("%s to %s, rto %s ms%s", plural(k, "RTO", "RTOs"), g.peer, rtoSeq(g.rtos), g.srtt(", "))
 		}
+		if g.send != nil && !f.errTimedOut {
+			return fmt.Sprintf("data to %s unacknowledged at the expiry, in loss after a retransmission timeout (%s)", g.peer, recovery(g.send)) + g.srtt(", ")
+		}
 		return fmt.Sprintf("the connection to %s timed out (ETIMEDOUT) after repeated retransmission timeouts", g.peer)
 	case ClassSynTimeout:
 		var b strings.Builder
@@ -211,6 +220,12 @@ func (g *peerGroup) phrase(class Class, w Window) string {
 		if k := n[event.TCPRetransmit]; k > 0 {
 			s = fmt.Sprintf("%s and %s to %s", plural(n[event.TCPFastRetransmit], "fast retransmit", "fast retransmits"), plural(k, "other retransmit", "other retransmits"), g.peer)
 		}
+		if g.send != nil {
+			if n[event.TCPFastRetransmit]+n[event.TCPRetransmit] == 0 {
+				s = "data to " + g.peer
+			}
+			s += fmt.Sprintf(", still in loss recovery at the expiry (%s)", recovery(g.send))
+		}
 		return s + g.srtt(", ")
 	case ClassTLP:
 		return fmt.Sprintf("%s to %s%s", plural(n[event.TCPTLP], "tail loss probe", "tail loss probes"), g.peer, g.srtt(", "))
@@ -227,6 +242,12 @@ func (g *peerGroup) phrase(class Class, w Window) string {
 		return fmt.Sprintf("%s did not answer %s on a healthy connection (%s)", g.peer, within(w), health)
 	}
 	return string(class)
+}
+
+// recovery describes a send side in loss recovery, read at the expiry.
+func recovery(s *event.SendState) string {
+	return fmt.Sprintf("%d bytes unacknowledged, %s retransmitted and not yet acknowledged, %d held lost",
+		s.Unacked, plural(int(s.RetransOut), "segment", "segments"), s.LostOut)
 }
 
 // srtt returns "<prefix>srtt 0.1 ms", or "" when no snapshot was seen.

@@ -17,11 +17,12 @@ import (
 type span struct {
 	lo, expiry, hi uint64
 	created        uint64 // the context's creation, when seen (lo is Slack before it); else 0
-	// settled: the connection examined had everything it had sent
-	// acknowledged at the expiry (read then, event.Waiter.ConnSettled):
-	// its retransmits after the expiry repeat what was sent after it,
-	// listed (after_expiry) but not counted.
-	settled bool
+	// send: the send side of the connection examined, read at the expiry
+	// (a waiter's, event.Waiter.ConnSend); nil when not read. Settled,
+	// its retransmits after the expiry repeat what was written after it:
+	// listed (after_expiry), not counted. Recovering, its earlier
+	// retransmits had not repaired it.
+	send *event.SendState
 }
 
 // window returns the searched window for d, the span of event times that

@@ -137,12 +137,62 @@ type Waiter struct {
 	// ConnTLS: the connection was behind a wrapper (crypto/tls, grpc-go's
 	// TLS credentials), not a bare TCP connection.
 	ConnTLS bool
-	// ConnSettled: everything the process had written to the connection
-	// was acknowledged at the expiry (snd_una had reached write_seq: none
-	// in flight, none queued), so a retransmit after the expiry repeats
-	// only what was written after it (the cancellation's own close). False
-	// when not read.
-	ConnSettled bool
+	// ConnSend is the connection's send side as the expiry probe read it
+	// (nil when it read none).
+	ConnSend *SendState
+}
+
+// SendState is a connection's send side at an expiry, read from the
+// socket by the expiry probe.
+type SendState struct {
+	// Unacked: the bytes the process had written and not had
+	// acknowledged, sent or still queued (write_seq - snd_una).
+	Unacked uint32
+	// CAState is the congestion state (icsk_ca_state: CAOpen ... CALoss);
+	// RetransOut the segments retransmitted and not yet acknowledged,
+	// LostOut those the kernel held lost.
+	CAState    uint8
+	RetransOut uint32
+	LostOut    uint32
+}
+
+// The kernel's congestion states (enum tcp_ca_state).
+const (
+	CAOpen     = 0
+	CADisorder = 1
+	CACWR      = 2
+	CARecovery = 3 // fast recovery: repairing losses found by duplicate ACKs or SACKs
+	CALoss     = 4 // after a retransmission timeout
+)
+
+// CAStateName names a congestion state as the kernel's TCP_CA_* does.
+func CAStateName(s uint8) string {
+	switch s {
+	case CAOpen:
+		return "open"
+	case CADisorder:
+		return "disorder"
+	case CACWR:
+		return "cwr"
+	case CARecovery:
+		return "recovery"
+	case CALoss:
+		return "loss"
+	}
+	return "unknown"
+}
+
+// Settled: everything the process had written was acknowledged at the
+// expiry (none in flight, none queued), so a retransmit after it repeats
+// only what was written after it (the cancellation's own close).
+func (s *SendState) Settled() bool { return s != nil && s.Unacked == 0 }
+
+// Recovering: at the expiry the connection still had unacknowledged data
+// and was repairing losses (fast recovery, or loss after an RTO): the
+// request was held up in loss recovery then, whatever earlier
+// retransmits had been acknowledged.
+func (s *SendState) Recovering() bool {
+	return s != nil && s.Unacked > 0 && (s.CAState == CARecovery || s.CAState == CALoss)
 }
 
 // libraryFrames are the packages a waiting goroutine's stack passes

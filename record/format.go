@@ -127,6 +127,28 @@ type line struct {
 	End         bool   `json:"end,omitempty"`
 }
 
+// sendState is an event.SendState in a recording.
+type sendState struct {
+	Unacked    uint32 `json:"unacked"`
+	CAState    uint8  `json:"ca_state"`
+	RetransOut uint32 `json:"retrans_out,omitempty"`
+	LostOut    uint32 `json:"lost_out,omitempty"`
+}
+
+func sendStateOf(s *event.SendState) *sendState {
+	if s == nil {
+		return nil
+	}
+	return &sendState{Unacked: s.Unacked, CAState: s.CAState, RetransOut: s.RetransOut, LostOut: s.LostOut}
+}
+
+func (s *sendState) event() *event.SendState {
+	if s == nil {
+		return nil
+	}
+	return &event.SendState{Unacked: s.Unacked, CAState: s.CAState, RetransOut: s.RetransOut, LostOut: s.LostOut}
+}
+
 // waiter is an event.Waiter in a recording.
 type waiter struct {
 	Goid  uint64   `json:"goid,omitempty"`
@@ -143,7 +165,8 @@ type waiter struct {
 	ConnLater    bool   `json:"conn_answered_later,omitempty"`
 	Woken        bool   `json:"woken,omitempty"`
 	ConnTLS      bool   `json:"conn_tls,omitempty"`
-	ConnSettled  bool   `json:"conn_settled,omitempty"`
+	// The connection's send side at the expiry (event.SendState).
+	ConnSend *sendState `json:"conn_send,omitempty"`
 }
 
 // toLine fills l (reset by the caller) from an event.
@@ -178,7 +201,7 @@ func toLine(ev event.Any, l *line) error {
 		}
 		for _, w := range e.Waiters {
 			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
-				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSettled: w.ConnSettled})
+				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSend: sendStateOf(w.ConnSend)})
 		}
 		if e.Kind != 0 {
 			l.Kind = e.Kind.String()
@@ -278,7 +301,7 @@ func fromLine(l *line) (event.Any, error) {
 			sa, err := parseDur(w.ConnSentAgo)
 			check("conn_sent_ago", err)
 			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
-				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSettled: w.ConnSettled})
+				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSend: w.ConnSend.event()})
 		}
 		var err error
 		e.Kind, err = parseExpiry(l.Kind)

@@ -83,6 +83,19 @@ static __always_inline __u32 sk_unacked(struct sock *sk)
 	return BPF_CORE_READ(tp, write_seq) - BPF_CORE_READ(tp, snd_una);
 }
 
+/* sk's loss recovery: its congestion state (the return value), the
+ * segments retransmitted and not yet acknowledged, and those held lost. */
+static __always_inline __u8 sk_recovery(struct sock *sk, __u32 *retrans_out, __u32 *lost_out)
+{
+	if (!sk)
+		return 0;
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
+	*retrans_out = BPF_CORE_READ(tp, retrans_out);
+	*lost_out = BPF_CORE_READ(tp, lost_out);
+	return BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
+}
+
 /*
  * The file descriptor behind a net.Conn interface (itab, data) when it is a
  * *net.TCPConn, or wraps one (a TLS connection; grpc-go's TLS credentials'

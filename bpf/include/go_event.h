@@ -289,6 +289,12 @@ struct tt_go_event {
 	 * the expiry repeats what was written after it (the cancellation's
 	 * own close). */
 	__u32 waiter_unacked[TT_GO_WAITERS];
+	/* Each waiter's connection's loss recovery at the expiry: segments
+	 * retransmitted and not yet acknowledged (retrans_out), segments the
+	 * kernel holds lost (lost_out), and its congestion state
+	 * (icsk_ca_state: 3 recovery, 4 loss after an RTO). */
+	__u32 waiter_retrans_out[TT_GO_WAITERS];
+	__u32 waiter_lost_out[TT_GO_WAITERS];
 	/* Each waiter's g.selectDone: 1 when another case of its select had
 	 * won already (a sender, the response, took it), the goroutine not run
 	 * since; it was no longer waiting on the context. */
@@ -296,6 +302,8 @@ struct tt_go_event {
 	/* Each waiter's connection was behind a wrapper (TLS, grpc-go's
 	 * syscallConn), not a bare *net.TCPConn. */
 	__u8 waiter_wrapped[TT_GO_WAITERS];
+	__u8 waiter_ca_state[TT_GO_WAITERS];
+	__u8 _pad4[4];
 	__u64 jiffies;
 };
 

@@ -100,6 +100,9 @@ type accRow struct {
 	localConfirmed, localUnconfirmed []string
 	falseReports                     int // reports matching no logged expiry
 	stderr                           string
+	// misses: the sure reports with another class than the scenario's,
+	// each with its evidence, printed when the row fails.
+	misses []string
 }
 
 func runAccuracy(t *testing.T, sc accScenario, detail string) accRow {
@@ -184,6 +187,9 @@ func score(sc accScenario, detail string, run labRun) accRow {
 			if class == exp || (exp == "rto" && (class == "tlp" || class == "syn_timeout")) ||
 				(exp == "fast_retransmit" && (class == "rto" || class == "tlp")) {
 				row.rightSure++
+			} else {
+				row.misses = append(row.misses, fmt.Sprintf("%s/%s, want %s: %s (note: %s; waiting_at %q, waiting_conns %v); connections: %s",
+					class, conf, exp, r.Cause.Summary, r.Cause.Note, r.WaitingAt, r.WaitingConns, connEvents(r)))
 			}
 		}
 		if (exp == "slow_peer" || exp == "local") && networkClasses[class] {
@@ -239,7 +245,9 @@ func TestAccuracyMatrix(t *testing.T) {
 				// is already more than 3 %, so a single one is tolerated there
 				// and printed in the table (make accuracy runs the long form).
 				if miss := row.sure - row.rightSure; row.sure > 0 && float64(row.rightSure)/float64(row.sure) < 0.97 && !(row.sure < 34 && miss <= 1) {
-					t.Errorf("right class %d/%d among exact and probable reports, want >= 97%%", row.rightSure, row.sure)
+					t.Errorf("right class %d/%d among exact and probable reports, want >= 97%%:\n%s", row.rightSure, row.sure, strings.Join(row.misses, "\n"))
+				} else if len(row.misses) > 0 {
+					t.Logf("%d of %d sure reports with another class:\n%s", len(row.misses), row.sure, strings.Join(row.misses, "\n"))
 				}
 				if row.localUnsupported > 0 {
 					t.Errorf("%d local classes whose figure is under 30 %% of the life", row.localUnsupported)

@@ -343,6 +343,9 @@ type realRow struct {
 	// reports of expiries after the same moment.
 	afterAttach, reportedAfter int
 	unwaited                   int // reports of a deadline nobody waited on (an idle twin of the call's own)
+	// Reports with waiting_at, and with budget_ms (from the creation or
+	// the span's start).
+	waitingAt, budget int
 	right, rightAmb            int // the right class, exact or probable; ambiguous
 	unknown, wrong             int
 	classes, confidence        map[string]int
@@ -368,23 +371,25 @@ func TestRealPrograms(t *testing.T) {
 	}
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "program\tfault\ttimeouts (own output)\treported\tafter attach (own/reported)\tunwaited\tright (exact/probable)\tright (ambiguous)\tunknown\twrong\tclasses\tconfidence")
+	fmt.Fprintln(tw, "program\tfault\ttimeouts (own output)\treported\tafter attach (own/reported)\tunwaited\twaiting_at\tbudget_ms\tright (exact/probable)\tright (ambiguous)\tunknown\twrong\tclasses\tconfidence")
 	tot := realRow{}
 	for _, r := range rows {
 		after := "-"
 		if r.afterAttach >= 0 {
 			after = fmt.Sprintf("%d/%d", r.afterAttach, r.reportedAfter)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", r.prog, r.fault, r.logged, r.reported, after, r.unwaited, r.right, r.rightAmb, r.unknown, r.wrong, fmtCounts(r.classes), fmtCounts(r.confidence))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", r.prog, r.fault, r.logged, r.reported, after, r.unwaited, r.waitingAt, r.budget, r.right, r.rightAmb, r.unknown, r.wrong, fmtCounts(r.classes), fmtCounts(r.confidence))
 		tot.logged += r.logged
 		tot.reported += r.reported
 		tot.right += r.right
 		tot.rightAmb += r.rightAmb
 		tot.unwaited += r.unwaited
+		tot.waitingAt += r.waitingAt
+		tot.budget += r.budget
 		tot.unknown += r.unknown
 		tot.wrong += r.wrong
 	}
-	fmt.Fprintf(tw, "total\t\t%d\t%d\t\t%d\t%d\t%d\t%d\t%d\t\t\n", tot.logged, tot.reported, tot.unwaited, tot.right, tot.rightAmb, tot.unknown, tot.wrong)
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", tot.logged, tot.reported, tot.unwaited, tot.waitingAt, tot.budget, tot.right, tot.rightAmb, tot.unknown, tot.wrong)
 	tw.Flush()
 	t.Logf("real programs, node agent, default detail mode:\n%s", b.String())
 }
@@ -506,6 +511,12 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 		}
 		if r.Unwaited {
 			row.unwaited++
+		}
+		if r.WaitingAt != "" {
+			row.waitingAt++
+		}
+		if r.BudgetMs != nil {
+			row.budget++
 		}
 		if os.Getenv("TT_REALPROG_LOG") != "" {
 			t.Logf("report pid %d %s/%s, waiting_at %q (%d waiters, conns %v), caller_at %q, created_at %v, budget %s from %q: %s (%s)", r.PID, r.Cause.Class, r.Cause.Confidence, r.WaitingAt, r.Waiters, r.WaitingConns, r.CallerAt, jsonOf(r.CreatedAt), jsonOf(r.BudgetMs), r.BudgetFrom, r.Cause.Summary, r.Cause.Note)

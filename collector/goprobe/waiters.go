@@ -74,7 +74,10 @@ func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
 		w.Conn, w.ConnFrame, w.ConnFD = p.waiterConn(r, i)
 		if w.ConnFD >= 0 {
 			w.ConnUnread = r.WaiterUnread[i]
-			w.ConnSettled = r.WaiterUnacked[i] == 0
+			if w.Conn != 0 {
+				w.ConnSend = &event.SendState{Unacked: r.WaiterUnacked[i], CAState: r.WaiterCaState[i],
+					RetransOut: r.WaiterRetransOut[i], LostOut: r.WaiterLostOut[i]}
+			}
 			w.ConnTLS = r.WaiterWrapped[i] != 0
 			rcv, snd := r.WaiterRcvAge[i], r.WaiterSndAge[i]
 			w.ConnAnswered = rcv <= snd

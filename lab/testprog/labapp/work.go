@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -16,6 +19,11 @@ type work struct {
 	jitter   time.Duration
 	deadline time.Duration
 	spawn    bool
+	// upstream (-upstream): the work is a GET of this URL under the
+	// request's context (and -deadline), on one client shared by every
+	// request: a proxy-like server whose deadline covers a call it makes.
+	upstream string
+	client   *http.Client
 	// pool (-pool): the work runs on this many long-lived goroutines,
 	// started by the first request that needs one (sync.Once), each doing
 	// request after request; shared by every copy of the work.
@@ -50,6 +58,9 @@ func (w *work) bind(fs *flag.FlagSet) {
 		"if > 0, the handler waits under context.WithTimeout(request context, deadline): a server-side deadline")
 	fs.BoolVar(&w.spawn, "spawn", false,
 		"run the work (and its -deadline) on a goroutine the handler starts, and wait for it: a deadline set off the serving goroutine")
+	fs.StringVar(&w.upstream, "upstream", "",
+		"instead of waiting, GET this URL under the request's context (and -deadline), on a keep-alive client shared by all requests: a proxy-like server")
+	w.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	w.pool = &workPool{}
 	fs.IntVar(&w.pool.n, "pool", 0,
 		"run the work (and its -deadline, under the request's context) on this many worker goroutines the first request starts and every later one reuses (0: on the handler's goroutine)")
@@ -90,6 +101,10 @@ func (w work) do(ctx context.Context) workResult {
 		defer cancel()
 		res.deadline, _ = ctx.Deadline()
 	}
+	if w.upstream != "" {
+		res.err = w.callUpstream(ctx)
+		return res
+	}
 	d := w.delay
 	if w.jitter > 0 {
 		d += rand.N(w.jitter)
@@ -102,6 +117,26 @@ func (w work) do(ctx context.Context) workResult {
 		res.err = ctx.Err()
 	}
 	return res
+}
+
+// callUpstream GETs the upstream URL under ctx and reads the answer.
+func (w work) callUpstream(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.upstream, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("upstream: %s", resp.Status)
+	}
+	return nil
 }
 
 // deadlineText is a deadline as the lines log it: RFC 3339, UTC, to the
