@@ -345,11 +345,11 @@ type realRow struct {
 	unwaited                   int // reports of a deadline nobody waited on (an idle twin of the call's own)
 	// Reports with waiting_at, and with budget_ms (from the creation or
 	// the span's start).
-	waitingAt, budget int
-	right, rightAmb            int // the right class, exact or probable; ambiguous
-	unknown, wrong             int
-	classes, confidence        map[string]int
-	sample                     string
+	waitingAt, budget   int
+	right, rightAmb     int // the right class, exact or probable; ambiguous
+	unknown, wrong      int
+	classes, confidence map[string]int
+	sample              string
 }
 
 // TestRealPrograms drives each program of lab/realprog under its faults and
