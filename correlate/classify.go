@@ -240,7 +240,7 @@ func (c *Correlator) waitCandidates(d *event.Deadline, sp span) ([]*evidence, st
 			}
 		}
 		wsp := sp
-		wsp.send = sendAt(d, cookie)
+		wsp.send, wsp.rcvAgo = sendAt(d, cookie)
 		out = append(out, c.examine(i, wsp, via))
 	}
 	c.sortEvidence(out)
@@ -262,15 +262,22 @@ func settledRetransmits(cands []*evidence) int {
 	return n
 }
 
-// sendAt is connection cookie's send side at the expiry, as a waiter
-// on it read it (all of them read the same socket at the same moment).
-func sendAt(d *event.Deadline, cookie uint64) *event.SendState {
+// sendAt is connection cookie's send side at the expiry, as a waiter on
+// it read it (all of them read the same socket at the same moment), and,
+// for a connection that carries one request at a time (HTTP/1's
+// persistConn), how long before the expiry its last data segment arrived
+// (0 otherwise: on a multiplexed connection what was written and what
+// arrived may be other streams').
+func sendAt(d *event.Deadline, cookie uint64) (*event.SendState, time.Duration) {
 	for _, w := range d.Waiters {
 		if w.Conn == cookie && w.ConnSend != nil {
-			return w.ConnSend
+			if !strings.HasPrefix(w.ConnFrame, "net/http.(*persistConn).") {
+				return w.ConnSend, 0
+			}
+			return w.ConnSend, w.ConnRcvAgo
 		}
 	}
-	return nil
+	return nil, 0
 }
 
 // waitFrameOf is the waiting frame that named connection cookie.

@@ -1197,17 +1197,23 @@ func TestLossRecoveryAtTheExpiry(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		send    *event.SendState
-		retrans bool // fast retransmits in the window
+		rcvAgo  time.Duration // the last data segment in, before the expiry
+		retrans bool          // fast retransmits in the window
 		want    Class
 		summary string
 	}{
-		{"recovering", &event.SendState{Unacked: 900000, CAState: event.CARecovery, RetransOut: 1, LostOut: 3}, true, ClassFastRetransmit,
+		{"recovering", &event.SendState{Unacked: 900000, CAState: event.CARecovery, RetransOut: 1, LostOut: 3}, 0, true, ClassFastRetransmit,
 			"2 fast retransmits to 10.0.0.3:80, still in loss recovery at the expiry (900000 bytes unacknowledged, 1 segment retransmitted and not yet acknowledged, 3 held lost)"},
-		{"in loss after an RTO", &event.SendState{Unacked: 900000, CAState: event.CALoss, RetransOut: 1, LostOut: 40}, false, ClassRTO,
+		{"in loss after an RTO", &event.SendState{Unacked: 900000, CAState: event.CALoss, RetransOut: 1, LostOut: 40}, 0, false, ClassRTO,
 			"data to 10.0.0.3:80 unacknowledged at the expiry, in loss after a retransmission timeout"},
-		{"open", &event.SendState{Unacked: 900000, CAState: event.CAOpen}, true, ClassSlowPeer, "repaired before the expiry"},
-		{"acknowledged, recovery state left over", &event.SendState{Unacked: 0, CAState: event.CARecovery}, true, ClassSlowPeer, "repaired before the expiry"},
-		{"not read", nil, true, ClassSlowPeer, "repaired before the expiry"},
+		// Recovered, still sending, nothing in since the retransmits: the
+		// losses were in this request's own delivery.
+		{"open, still sending, nothing in since", &event.SendState{Unacked: 900000, CAState: event.CAOpen}, 2 * time.Second, true, ClassFastRetransmit, "2 fast retransmits to 10.0.0.3:80"},
+		// Data came in after them: an earlier exchange's trouble, repaired.
+		{"open, still sending, data in since", &event.SendState{Unacked: 900000, CAState: event.CAOpen}, 50 * time.Millisecond, true, ClassSlowPeer, "repaired before the expiry"},
+		{"open, when data came in not known", &event.SendState{Unacked: 900000, CAState: event.CAOpen}, 0, true, ClassSlowPeer, "repaired before the expiry"},
+		{"acknowledged, recovery state left over", &event.SendState{Unacked: 0, CAState: event.CARecovery}, 2 * time.Second, true, ClassSlowPeer, "repaired before the expiry"},
+		{"not read", nil, 0, true, ClassSlowPeer, "repaired before the expiry"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := newScenario("t", "")
@@ -1221,7 +1227,7 @@ func TestLossRecoveryAtTheExpiry(t *testing.T) {
 			}
 			sc.deadline(10, "app", 8000, 100, 0, "", noDetail(), func(d *event.Deadline) {
 				d.WaitersRead, d.WaitingAt = true, "net/http.(*persistConn).roundTrip (/go/src/net/http/transport.go:2911)"
-				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: 3, ConnFrame: "net/http.(*persistConn).roundTrip", ConnSend: tc.send}}
+				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: 3, ConnFrame: "net/http.(*persistConn).roundTrip", ConnSend: tc.send, ConnRcvAgo: tc.rcvAgo}}
 			})
 			r := one(t, sc)
 			expect(t, r, tc.want, Exact)

@@ -2,6 +2,7 @@ package correlate
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/timeout-tracer/tracer/event"
 )
@@ -23,6 +24,10 @@ type span struct {
 	// listed (after_expiry), not counted. Recovering, its earlier
 	// retransmits had not repaired it.
 	send *event.SendState
+	// rcvAgo: how long at least before the expiry that connection's last
+	// data segment arrived (event.Waiter.ConnRcvAgo), for a connection
+	// that carries one request at a time; 0: not known, or multiplexed.
+	rcvAgo time.Duration
 }
 
 // window returns the searched window for d, the span of event times that

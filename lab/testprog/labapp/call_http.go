@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 )
@@ -18,6 +19,41 @@ type httpCaller struct {
 	url         string
 	traceparent string
 	body        []byte // POSTed when not empty (-req-bytes)
+	bodyStall   time.Duration
+}
+
+// stallReader is a request body that stops halfway for stall (or until
+// ctx ends): an upload that stalls on the client's side.
+type stallReader struct {
+	ctx     context.Context
+	b       []byte
+	off     int
+	stall   time.Duration
+	stalled bool
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	if s.off >= len(s.b) {
+		return 0, io.EOF
+	}
+	end := len(s.b)
+	if !s.stalled {
+		if s.off >= len(s.b)/2 {
+			s.stalled = true
+			t := time.NewTimer(s.stall)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-s.ctx.Done():
+				return 0, s.ctx.Err()
+			}
+		} else {
+			end = len(s.b) / 2
+		}
+	}
+	n := copy(p, s.b[s.off:end])
+	s.off += n
+	return n, nil
 }
 
 // newHTTPCaller builds the client. Its transport never uses a proxy, so
@@ -60,6 +96,7 @@ func newHTTPCaller(cfg clientConfig, tel *telemetry) *httpCaller {
 		url:         url + cfg.path,
 		traceparent: cfg.traceparent,
 		body:        make([]byte, cfg.reqBytes),
+		bodyStall:   cfg.bodyStall,
 	}
 }
 
@@ -69,11 +106,15 @@ func (c *httpCaller) call(ctx context.Context) error {
 	method, body := http.MethodGet, io.Reader(nil)
 	if len(c.body) > 0 {
 		method, body = http.MethodPost, bytes.NewReader(c.body)
+		if c.bodyStall > 0 {
+			body = &stallReader{ctx: ctx, b: c.body, stall: c.bodyStall}
+		}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.url, body)
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
 	}
+	req.ContentLength = int64(len(c.body))
 	if c.traceparent != "" {
 		req.Header.Set("traceparent", c.traceparent)
 	}

@@ -50,6 +50,7 @@ type clientConfig struct {
 	localWait   time.Duration
 	retry       bool
 	siblings    int
+	bodyStall   time.Duration
 	burn        int
 	ballastMB   int
 	garbageKB   int
@@ -68,6 +69,8 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&c.retry, "retry", false, "retry a failed call every 50 ms until the deadline (a reset or refused connect then ends in a timeout)")
 	fs.DurationVar(&c.localWait, "local-wait", 0,
 		"before each call, wait for a token of a local semaphore that one goroutine refills every this long: a deadline can expire in the wait, with no network I/O (0: no semaphore)")
+	fs.DurationVar(&c.bodyStall, "body-stall", 0,
+		"with -req-bytes: stop the upload halfway for this long (or until the request's context ends): a client that stalls its request")
 	fs.IntVar(&c.siblings, "siblings", 0,
 		"open this many contexts under each request's deadline before its call, each watched by a goroutine until the call returns "+
 			"(as grpc-go's stream watchers are): the call's own context is then not the deadline's first child")

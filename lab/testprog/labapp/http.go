@@ -107,11 +107,27 @@ func (h *workHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	traceID, spanID := requestTrace(r.Context(), r.Header.Get("traceparent"))
 	// A request body (the client's -req-bytes upload) is read in full
-	// first: the upload is part of the request.
-	_, err := io.Copy(io.Discard, r.Body)
+	// first: the upload is part of the request. With -deadline-body it is
+	// read under the handler's deadline.
+	ctx, w := r.Context(), h.work
 	var res workResult
+	if w.bodyDeadline && w.deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.deadline)
+		defer cancel()
+		res.deadline, _ = ctx.Deadline()
+		w.deadline = 0 // set already
+	}
+	_, err := io.Copy(io.Discard, r.Body)
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err() // the deadline passed while the body was read
+	}
 	if err == nil {
-		res = h.work.do(r.Context())
+		dl := res.deadline
+		res = w.do(ctx)
+		if res.deadline.IsZero() {
+			res.deadline = dl
+		}
 		err = res.err
 	}
 	line := serverLine{

@@ -24,6 +24,10 @@ type work struct {
 	// request: a proxy-like server whose deadline covers a call it makes.
 	upstream string
 	client   *http.Client
+	// bodyDeadline (-deadline-body): the handler's -deadline is set before
+	// it reads the request body, which it reads under it (the read itself
+	// does not watch the context, as io.ReadAll(r.Body) does not).
+	bodyDeadline bool
 	// pool (-pool): the work runs on this many long-lived goroutines,
 	// started by the first request that needs one (sync.Once), each doing
 	// request after request; shared by every copy of the work.
@@ -58,6 +62,8 @@ func (w *work) bind(fs *flag.FlagSet) {
 		"if > 0, the handler waits under context.WithTimeout(request context, deadline): a server-side deadline")
 	fs.BoolVar(&w.spawn, "spawn", false,
 		"run the work (and its -deadline) on a goroutine the handler starts, and wait for it: a deadline set off the serving goroutine")
+	fs.BoolVar(&w.bodyDeadline, "deadline-body", false,
+		"set the -deadline before reading the request body (HTTP), so that the body is read under it: a client that stalls its upload makes it expire")
 	fs.StringVar(&w.upstream, "upstream", "",
 		"instead of waiting, GET this URL under the request's context (and -deadline), on a keep-alive client shared by all requests: a proxy-like server")
 	w.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
