@@ -271,7 +271,7 @@ func settledRetransmits(cands []*evidence) int {
 func sendAt(d *event.Deadline, cookie uint64) (*event.SendState, time.Duration) {
 	for _, w := range d.Waiters {
 		if w.Conn == cookie && w.ConnSend != nil {
-			if !strings.HasPrefix(w.ConnFrame, "net/http.(*persistConn).") {
+			if !oneAtATime(w.ConnFrame) {
 				return w.ConnSend, 0
 			}
 			return w.ConnSend, w.ConnRcvAgo
@@ -279,6 +279,12 @@ func sendAt(d *event.Deadline, cookie uint64) (*event.SendState, time.Duration) 
 	}
 	return nil, 0
 }
+
+// oneAtATime: the waiting frame belongs to a connection that carries one
+// request at a time (HTTP/1's persistConn), so what it received and what
+// it had written are that request's; a multiplexed connection's may be
+// other streams'.
+func oneAtATime(frame string) bool { return strings.HasPrefix(frame, "net/http.(*persistConn).") }
 
 // waitFrameOf is the waiting frame that named connection cookie.
 func waitFrameOf(d *event.Deadline, cookie uint64) string {

@@ -1133,7 +1133,8 @@ func TestSlowClient(t *testing.T) {
 
 // TestRetransmitsAfterASettledExpiry: a tail loss probe 4 ms after the
 // expiry, on the connection the request waited on. When that connection
-// had everything it had sent acknowledged at the expiry (ConnSettled), the
+// had everything it had written acknowledged at the expiry (ConnSend
+// settled: nothing unacknowledged), the
 // probe repeats what the cancellation sent after it (hey over TLS to a
 // slow server: its close_notify and FIN, the server delaying its ACK):
 // listed after_expiry, not counted, slow_peer. Unsettled, it may be the

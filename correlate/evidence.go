@@ -471,7 +471,7 @@ func (r *tcpRec) rto() uint64 {
 // before it read tlp, 6 of 100 in 2 runs of 4).
 func (e *evidence) probedBefore(sp span) bool {
 	for _, r := range e.evs {
-		if r.kind != event.TCPTLP || sp.send.Settled() && r.mono > sp.expiry {
+		if r.kind != event.TCPTLP {
 			continue
 		}
 		if r.mono <= sp.expiry+r.rto() {

@@ -307,8 +307,6 @@ func mildCost(cause *Cause) (cost uint64, ok bool) {
 			// trips, the loss held the request up to the end.
 			return 0, false
 		}
-	}
-	for _, cn := range cause.Connections {
 		n := cn.Counts[event.TCPTLP.String()] + cn.Counts[event.TCPFastRetransmit.String()] + cn.Counts[event.TCPRetransmit.String()]
 		each := max(4*time.Duration(cn.SRTTUs)*time.Microsecond, 20*time.Millisecond)
 		if cn.RTOMs > 0 {

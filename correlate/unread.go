@@ -80,7 +80,7 @@ func (c *Correlator) heldAnswer(cause *Cause, d *event.Deadline, cands []*eviden
 	cause.Unread = u
 	what := fmt.Sprintf("%d bytes from %s had arrived and waited unread for at least %s before the expiry (the request sent at most %s before it)",
 		u.Bytes, u.Peer, fmtDur(uint64(best.ConnRcvAgo)), fmtDur(uint64(best.ConnSentAgo)))
-	if !strings.HasPrefix(best.ConnFrame, "net/http.(*persistConn).") {
+	if !oneAtATime(best.ConnFrame) {
 		cause.Note = joinNote(cause.Note, what+"; the class stays slow_peer: the connection is multiplexed, and the bytes may be another stream's")
 		return
 	}
