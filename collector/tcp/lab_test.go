@@ -166,15 +166,26 @@ func roundTrip(t *testing.T, conn net.Conn) {
 
 // checkRTOs asserts a blackholed connection's RTO series: the timer backs off
 // (icsk_backoff grows by one per firing) and the RTO doubles.
-func checkRTOs(t *testing.T, evs []event.TCP, min int) {
+//
+// A skipped backoff (an RTO firing whose event is missing) passes only when
+// the collector counted a loss: the kernel's recursion guard (Missed), a
+// full ring (Lost) or the rate limit. CI saw 0, 2, 3 once on a busy shared
+// machine; an uncounted gap is a hook that silently misses firings.
+func checkRTOs(t *testing.T, c *Collector, evs []event.TCP, min int) {
 	t.Helper()
 	rtos := ofKind(evs, event.TCPRTO)
 	if len(rtos) < min {
 		t.Fatalf("%d rto events, want >= %d; got: %s", len(rtos), min, kinds(evs))
 	}
 	for i := 1; i < len(rtos); i++ {
-		if rtos[i].Backoff != rtos[i-1].Backoff+1 {
-			t.Errorf("backoff %d after %d, want +1 per RTO: %s", rtos[i].Backoff, rtos[i-1].Backoff, kinds(rtos))
+		if gap := int(rtos[i].Backoff) - int(rtos[i-1].Backoff); gap != 1 {
+			st, err := c.Stats()
+			counted := err == nil && gap > 1 && st.Missed+st.Lost+st.RateLimited > 0
+			if counted {
+				t.Logf("backoff %d after %d: %d firing(s) missing, counted by the collector (%+v): %s", rtos[i].Backoff, rtos[i-1].Backoff, gap-1, st, kinds(evs))
+			} else {
+				t.Errorf("backoff %d after %d, want +1 per RTO (stats %+v, err %v): %s", rtos[i].Backoff, rtos[i-1].Backoff, st, err, kinds(evs))
+			}
 		}
 		if rtos[i].RTO < rtos[i-1].RTO {
 			t.Errorf("rto shrank from %v to %v", rtos[i-1].RTO, rtos[i].RTO)
@@ -221,7 +232,7 @@ func TestRTOOwnedByOtherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := collect(t, c, local, srv, 8*time.Second, func(e []event.TCP) bool { return count(e, event.TCPRTO) >= 3 })
-	checkRTOs(t, evs, 3)
+	checkRTOs(t, c, evs, 3)
 	for _, e := range evs {
 		if int(e.PID) != cmd.Process.Pid || e.Comm != "tcpclient" {
 			t.Fatalf("event owned by pid %d %q, want the client %d: %+v", e.PID, e.Comm, cmd.Process.Pid, e)
@@ -255,7 +266,7 @@ func TestRTOIPv6(t *testing.T) {
 	}
 	local := addrPort(t, conn.LocalAddr())
 	evs := collect(t, c, local, srv, 6*time.Second, func(e []event.TCP) bool { return count(e, event.TCPRTO) >= 3 })
-	checkRTOs(t, evs, 3)
+	checkRTOs(t, c, evs, 3)
 	if !local.Addr().Is6() || evs[0].PID != uint32(os.Getpid()) {
 		t.Errorf("want IPv6 events owned by this process: %+v", evs[0])
 	}
