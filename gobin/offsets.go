@@ -61,6 +61,13 @@ func ProbeFields() []FieldRef {
 		{"runtime.g", "sched.pc"},
 		{"runtime.g", "sched.bp"},
 		{"runtime.g", "selectDone"},
+		// The goroutine that set an expiring deadline, when it is not
+		// parked on the context: whether it is parked at all, and a
+		// net/http server's handler reading its request body (the
+		// connection it reads from).
+		{"runtime.g", "atomicstatus"},
+		{"net/http.connReader", "conn"},
+		{"net/http.conn", "rwc"},
 		{"internal/runtime/maps.Map", "dirPtr"},
 		{"internal/runtime/maps.Map", "dirLen"},
 	}
