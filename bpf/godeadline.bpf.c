@@ -165,6 +165,48 @@ int go_span_start_ret(struct pt_regs *ctx)
 }
 
 /*
+ * read_stack fills waiter i's stack from goroutine g's saved state (the pc
+ * it parked at, g.sched.pc in gopark, then the return addresses up Go's
+ * frame pointers from g.sched.bp), and its first waiting frame's receiver
+ * (struct tt_go_conn_layout), resolved later by resolve_waiter_conns.
+ */
+static __always_inline void read_stack(struct tt_go_event *e, __u32 i, __u64 g, const struct tt_go_offsets *off,
+				       const struct tt_go_conn_layout *cl)
+{
+	e->waiter_pcs[i][0] = read_u64(g + off->g_sched_pc);
+	__u64 fp = read_u64(g + off->g_sched_bp);
+	for (int j = 1; j < TT_GO_WAIT_STACK; j++) {
+		if (!fp)
+			break;
+		__u64 pc = read_u64(fp + 8);
+		e->waiter_pcs[i][j] = pc;
+		fp = read_u64(fp); /* the frame pointer of pc's function */
+		if (!cl || e->waiter_frame[i])
+			continue;
+#pragma unroll
+		for (int k = 0; k < TT_WAIT_FRAMES; k++) {
+			if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
+				/* Its first argument's spill slot, in its caller's
+				 * frame: 16 bytes above its frame pointer on amd64
+				 * (saved frame pointer, return address); on arm64 16
+				 * above the caller's (the caller's saved link
+				 * register sits at its stack pointer, 8 above its
+				 * frame pointer). Kept in waiter_cookie until
+				 * resolve_waiter_conns replaces it. */
+#if GO_HAS_LR
+				__u64 argp = read_u64(fp) + 16;
+#else
+				__u64 argp = fp + 16;
+#endif
+				e->waiter_cookie[i] = read_u64(argp);
+				e->waiter_fd[i] = k;
+				e->waiter_frame[i] = j + 1;
+			}
+		}
+	}
+}
+
+/*
  * read_chan_waiters adds the goroutines parked on cancelCtx c's Done
  * channel (its receive queue, sudog by sudog: the close that wakes them
  * comes after this probe), each with its stack: the pc it parked at
@@ -205,40 +247,53 @@ __noinline int read_chan_waiters(struct tt_go_event *e, __u64 c, const struct tt
 			bpf_probe_read_user(&done, sizeof(done), (void *)(g + off->g_selectdone));
 			e->waiter_woken[i] = done != 0;
 		}
-		e->waiter_pcs[i][0] = read_u64(g + off->g_sched_pc);
-		__u64 fp = read_u64(g + off->g_sched_bp);
-		for (int j = 1; j < TT_GO_WAIT_STACK; j++) {
-			if (!fp)
-				break;
-			__u64 pc = read_u64(fp + 8);
-			e->waiter_pcs[i][j] = pc;
-			fp = read_u64(fp); /* the frame pointer of pc's function */
-			if (!cl || e->waiter_frame[i])
-				continue;
-#pragma unroll
-			for (int k = 0; k < TT_WAIT_FRAMES; k++) {
-				if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
-					/* Its first argument's spill slot, in its caller's
-					 * frame: 16 bytes above its frame pointer on amd64
-					 * (saved frame pointer, return address); on arm64 16
-					 * above the caller's (the caller's saved link
-					 * register sits at its stack pointer, 8 above its
-					 * frame pointer). Kept in waiter_cookie until
-					 * resolve_waiter_conns replaces it. */
-#if GO_HAS_LR
-					__u64 argp = read_u64(fp) + 16;
-#else
-					__u64 argp = fp + 16;
-#endif
-					e->waiter_cookie[i] = read_u64(argp);
-					e->waiter_fd[i] = k;
-					e->waiter_frame[i] = j + 1;
-				}
-			}
-		}
+		read_stack(e, i, g, off, cl);
 		e->waiters = i + 1;
 		sg = read_u64(sg + off->sudog_next);
 	}
+	return 0;
+}
+
+/* runtime.g.atomicstatus values (runtime2.go, unchanged since Go 1.0). */
+#define TT_G_WAITING 4
+#define TT_G_SCAN 0x1000
+
+/*
+ * read_creator adds the goroutine that set the deadline (g, recorded at
+ * its creation by the detail tier) as one more waiter, when it was parked
+ * at the expiry in a waiting frame and is not among the context's waiters
+ * already: a net/http handler reading its request body waits on the
+ * connection, not on its context. Only a parked goroutine (_Gwaiting) has
+ * a saved stack that is its own; only one still running the same
+ * goroutine (its goid: a g is reused after its goroutine exits) is the
+ * creator. Global, like read_chan_waiters: verified once.
+ */
+__noinline int read_creator(struct tt_go_event *e, __u64 g, __u64 goid, const struct tt_go_offsets *off,
+			    const struct tt_go_conn_layout *cl)
+{
+	if (!e || !off || !cl || !g || !off->g_atomicstatus)
+		return 0;
+	if (read_u64(g + off->g_goid) != goid)
+		return 0;
+	__u32 st = 0;
+	bpf_probe_read_user(&st, sizeof(st), (void *)(g + off->g_atomicstatus));
+	if ((st & ~TT_G_SCAN) != TT_G_WAITING)
+		return 0;
+	__u32 n = e->waiters;
+	if (n >= TT_GO_WAITERS)
+		return 0;
+	for (int k = 0; k < TT_GO_WAITERS; k++)
+		if (k < n && e->waiter_goid[k] == goid)
+			return 0;
+	__u32 i = n;
+	asm volatile("" : "+r"(i));
+	i &= TT_GO_WAITERS - 1;
+	read_stack(e, i, g, off, cl);
+	if (!e->waiter_frame[i])
+		return 0; /* parked elsewhere: userspace reads only e->waiters entries */
+	e->waiter_goid[i] = goid;
+	e->waiter_creator[i] = 1;
+	e->waiters = i + 1;
 	return 0;
 }
 
@@ -436,19 +491,6 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 	__u64 children = read_u64(c + off->cancelctx_children);
 	if (children)
 		e->children = read_u64(children);
-	if (off->has_waiters && kind == TT_GO_TIMER_FIRED) {
-		const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
-		read_waiters(e, c, off, cl);
-		if (cl)
-			resolve_waiter_conns(e, off, cl);
-		else
-			for (int i = 0; i < TT_GO_WAITERS; i++)
-				e->waiter_fd[i] = -1;
-	} else {
-		for (int i = 0; i < TT_GO_WAITERS; i++)
-			e->waiter_fd[i] = -1;
-	}
-
 	/* A fired timer's creation was recorded at WithDeadlineCause's return;
 	 * an already-past deadline expires before that return, while its
 	 * creation is still keyed by the goroutine setting it. */
@@ -468,6 +510,21 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 			cr = NULL;
 		}
 	}
+	if (off->has_waiters && kind == TT_GO_TIMER_FIRED) {
+		const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
+		read_waiters(e, c, off, cl);
+		if (cl && cr)
+			read_creator(e, cr->g, cr->goid, off, cl);
+		if (cl)
+			resolve_waiter_conns(e, off, cl);
+		else
+			for (int i = 0; i < TT_GO_WAITERS; i++)
+				e->waiter_fd[i] = -1;
+	} else {
+		for (int i = 0; i < TT_GO_WAITERS; i++)
+			e->waiter_fd[i] = -1;
+	}
+
 	if (cr) {
 		e->created_ns = cr->ts_ns;
 		__builtin_memcpy(e->created_pcs, cr->pcs, sizeof(e->created_pcs));
@@ -582,7 +639,7 @@ int go_create_entry(struct pt_regs *ctx)
 		return 0;
 	__u64 g = GO_G(ctx);
 	struct pid_ptr key = {.pid = tgid, .ptr = g};
-	struct creation cr = {.ts_ns = bpf_ktime_get_ns(), .goid = goid_of(g, off)};
+	struct creation cr = {.ts_ns = bpf_ktime_get_ns(), .goid = goid_of(g, off), .g = g};
 	/* The code that set the deadline is usually a few frames up
 	 * (WithTimeout, WithDeadline, net/http's client): walk Go's frame
 	 * pointers. Here, before the function pushes its own frame, the frame

@@ -501,6 +501,9 @@ func (c *Correlator) decideProcess(cause *Cause, cands []*evidence, d *event.Dea
 
 // decideOpen is decideProcess over the candidates that count.
 func (c *Correlator) decideOpen(cause *Cause, cands []*evidence, d *event.Deadline, w Window) {
+	if onlyQuietCallers(cause, cands, d) {
+		return
+	}
 	switch len(cands) {
 	case 0:
 		p := c.procs[d.PID]
@@ -550,6 +553,36 @@ func (c *Correlator) decideOpen(cause *Cause, cands []*evidence, d *event.Deadli
 	}
 	cause.Summary = summarize(agreed, cands, w)
 	cause.Note = fmt.Sprintf("%d sockets of pid %d were in use in the window and all show %s", len(cands), d.PID, agreed)
+}
+
+// onlyQuietCallers: every candidate is a connection the process accepted
+// (its callers'), healthy, and nothing bound the deadline to one of them.
+// A server asks nothing of its callers, so "the client did not answer" is
+// no answer: the handler was either reading a caller's request (a slow
+// client) or waiting on something local (a lock, a queue, a non-TCP call),
+// and without where its goroutine was parked (the detail tier reads the
+// deadline's creator at the expiry) the two look the same. Measured: a
+// net/http handler whose upload stalled read slow_peer "CLIENT did not
+// answer", 8 of 8, with the detail tier off. The verdict is unknown,
+// saying so, rather than blaming the caller.
+func onlyQuietCallers(cause *Cause, cands []*evidence, d *event.Deadline) bool {
+	if len(cands) == 0 {
+		return false
+	}
+	for _, e := range cands {
+		if !e.s.inbound || e.class != ClassSlowPeer {
+			return false
+		}
+	}
+	peers := make([]string, 0, len(cands))
+	for _, e := range cands {
+		peers = append(peers, e.addr().peer.String())
+	}
+	cause.Class, cause.Confidence = ClassUnknown, None
+	cause.Summary = fmt.Sprintf("pid %d waited on no outbound connection: the %s in use in the window, %s, accepted and healthy, %s its callers'; it was reading a caller's request (slow_client) or waiting on something local, and where its goroutine was is not known",
+		d.PID, plural(len(cands), "socket", "sockets"), strings.Join(peers, ", "), map[bool]string{true: "was", false: "were"}[len(cands) == 1])
+	cause.Note = "the goroutine that set the deadline is read at the expiry by the detail tier (--detail always, or auto from the process's next expiry)"
+	return true
 }
 
 // decideClosed: of several candidates, the ones the process closed within

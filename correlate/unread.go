@@ -211,8 +211,10 @@ func heldLocal(cause *Cause) bool {
 
 // inboundReads are the waiting frames where a server waits to read its
 // client's request: gRPC's server stream receiving the client's next
-// message (a client or bidirectional stream).
-var inboundReads = []string{"google.golang.org/grpc.(*serverStream).RecvMsg"}
+// message (a client or bidirectional stream), and a net/http handler
+// reading its request body (the goroutine that set the deadline, parked in
+// the server connection's reader).
+var inboundReads = []string{"google.golang.org/grpc.(*serverStream).RecvMsg", "net/http.(*connReader).Read"}
 
 // slowClient turns a slow_peer verdict into slow_client when every waiter
 // bound at the expiry was a server waiting to read from its client: the

@@ -140,6 +140,11 @@ type Waiter struct {
 	// ConnSend is the connection's send side as the expiry probe read it
 	// (nil when it read none).
 	ConnSend *SendState
+	// Creator: this is the goroutine that set the deadline (detail tier),
+	// not parked on the context but in a waiting frame at the expiry (a
+	// net/http handler reading its request body waits on its connection,
+	// never on its context).
+	Creator bool
 }
 
 // SendState is a connection's send side at an expiry, read from the

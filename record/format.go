@@ -167,6 +167,8 @@ type waiter struct {
 	ConnTLS      bool   `json:"conn_tls,omitempty"`
 	// The connection's send side at the expiry (event.SendState).
 	ConnSend *sendState `json:"conn_send,omitempty"`
+	// The goroutine that set the deadline, parked elsewhere (event.Waiter).
+	Creator bool `json:"creator,omitempty"`
 }
 
 // toLine fills l (reset by the caller) from an event.
@@ -201,7 +203,7 @@ func toLine(ev event.Any, l *line) error {
 		}
 		for _, w := range e.Waiters {
 			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
-				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSend: sendStateOf(w.ConnSend)})
+				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSend: sendStateOf(w.ConnSend), Creator: w.Creator})
 		}
 		if e.Kind != 0 {
 			l.Kind = e.Kind.String()
@@ -301,7 +303,7 @@ func fromLine(l *line) (event.Any, error) {
 			sa, err := parseDur(w.ConnSentAgo)
 			check("conn_sent_ago", err)
 			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
-				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSend: w.ConnSend.event()})
+				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSend: w.ConnSend.event(), Creator: w.Creator})
 		}
 		var err error
 		e.Kind, err = parseExpiry(l.Kind)

@@ -51,6 +51,10 @@ struct tt_go_offsets {
 	__u32 map_dirptr;          /* internal/runtime/maps.Map.dirPtr */
 	__u32 map_dirlen;          /* internal/runtime/maps.Map.dirLen */
 	__u32 g_selectdone;        /* runtime.g.selectDone, 0: unknown */
+	/* runtime.g.atomicstatus, 0: unknown (the deadline's creator is not
+	 * read at the expiry: a running goroutine's saved stack is stale). */
+	__u32 g_atomicstatus;
+	__u32 pad1;
 };
 
 /*
@@ -303,7 +307,10 @@ struct tt_go_event {
 	 * syscallConn), not a bare *net.TCPConn. */
 	__u8 waiter_wrapped[TT_GO_WAITERS];
 	__u8 waiter_ca_state[TT_GO_WAITERS];
-	__u8 _pad4[4];
+	/* The waiter is the goroutine that set the deadline (detail tier),
+	 * not parked on the context but elsewhere in a waiting frame at the
+	 * expiry: a net/http handler reading its request body. */
+	__u8 waiter_creator[TT_GO_WAITERS];
 	__u64 jiffies;
 };
 

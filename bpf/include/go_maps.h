@@ -32,6 +32,7 @@ struct creation {
 	__u64 ts_ns;
 	__u64 pcs[TT_GO_STACK]; /* return addresses, innermost first */
 	__u64 goid;
+	__u64 g;             /* its runtime.g (read at the expiry if its goid is still goid) */
 	__u64 deadline_wall; /* lets userspace sweep entries whose deadline was met */
 	__s64 deadline_ext;
 	__u8 traceparent[TT_TRACEPARENT_LEN]; /* of the request the goroutine was serving */

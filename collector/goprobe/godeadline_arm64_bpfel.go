@@ -33,6 +33,7 @@ type godeadlineCreation struct {
 	TsNs         uint64
 	Pcs          [6]uint64
 	Goid         uint64
+	G            uint64
 	DeadlineWall uint64
 	DeadlineExt  int64
 	Traceparent  [56]uint8
@@ -126,7 +127,7 @@ type godeadlineTtGoEvent struct {
 	WaiterWoken      [4]uint8
 	WaiterWrapped    [4]uint8
 	WaiterCaState    [4]uint8
-	Pad4             [4]uint8
+	WaiterCreator    [4]uint8
 	Jiffies          uint64
 }
 
@@ -225,6 +226,8 @@ type godeadlineTtGoOffsets struct {
 	MapDirptr         uint32
 	MapDirlen         uint32
 	G_selectdone      uint32
+	G_atomicstatus    uint32
+	Pad1              uint32
 	_                 [4]byte
 }
 

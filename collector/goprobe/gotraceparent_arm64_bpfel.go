@@ -18,6 +18,7 @@ type gotraceparentCreation struct {
 	TsNs         uint64
 	Pcs          [6]uint64
 	Goid         uint64
+	G            uint64
 	DeadlineWall uint64
 	DeadlineExt  int64
 	Traceparent  [56]uint8
@@ -126,6 +127,8 @@ type gotraceparentTtGoOffsets struct {
 	MapDirptr         uint32
 	MapDirlen         uint32
 	G_selectdone      uint32
+	G_atomicstatus    uint32
+	Pad1              uint32
 	_                 [4]byte
 }
 

@@ -1,6 +1,8 @@
 package goprobe
 
 import (
+	"errors"
+
 	"github.com/cilium/ebpf"
 
 	"github.com/timeout-tracer/tracer/gobin"
@@ -101,6 +103,19 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 	p.addWaitFrame(fn, fields[0])
 	if rl, err := p.bin.Func("net/http.(*persistConn).readLoop"); err == nil {
 		p.addWaitFrame(rl, fields[0])
+	}
+	// A server's handler reading its request (its body): connReader.Read,
+	// whose receiver holds the *conn and that its net.Conn (rwc). Read from
+	// the goroutine that set the deadline, not from a waiter of the
+	// context: net/http's body read never waits on the request's context.
+	if rd, err := p.bin.Func("net/http.(*connReader).Read"); err == nil {
+		cr, err1 := p.bin.FieldOffset("net/http.connReader", "conn")
+		rwc, err2 := p.bin.FieldOffset("net/http.conn", "rwc")
+		if err1 == nil && err2 == nil {
+			p.addWaitFrameVia(rd, cr, rwc)
+		} else {
+			p.log.Info("a net/http handler reading its request body is not bound", "err", errors.Join(err1, err2))
+		}
 	}
 	p.resolveConnLayout()
 }

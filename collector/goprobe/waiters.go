@@ -39,6 +39,14 @@ func (p *Process) resolveWaiters(offs *godeadlineTtGoOffsets) {
 	} else {
 		p.log.Debug("waiters woken by another case not told apart", "err", err)
 	}
+	// Whether the goroutine that set the deadline is parked, to read where
+	// (a net/http handler reading its request body: no waiter of the
+	// context).
+	if off, err := p.bin.FieldOffset("runtime.g", "atomicstatus"); err == nil {
+		offs.G_atomicstatus = uint32(off)
+	} else {
+		p.log.Debug("the deadline's creator is not read at the expiry", "err", err)
+	}
 	// The children map: a swiss map since Go 1.24 (the default then; a
 	// binary built with GOEXPERIMENT=noswissmap has no such type in its
 	// DWARF, and without DWARF the table says what the release's default
@@ -61,7 +69,7 @@ func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
 	}
 	ws := make([]event.Waiter, 0, n)
 	for i := range n {
-		w := event.Waiter{Goid: r.WaiterGoid[i], Woken: r.WaiterWoken[i] != 0}
+		w := event.Waiter{Goid: r.WaiterGoid[i], Woken: r.WaiterWoken[i] != 0, Creator: r.WaiterCreator[i] != 0}
 		for _, pc := range r.WaiterPcs[i] {
 			if pc == 0 {
 				break
