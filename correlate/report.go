@@ -21,7 +21,7 @@ const (
 	ClassFastRetransmit Class = "fast_retransmit" // losses repaired by fast (or other non-timer) retransmits
 	ClassTLP            Class = "tlp"             // tail loss probes
 	ClassSlowPeer       Class = "slow_peer"       // request sent on a healthy connection, no answer in time
-	ClassSlowClient     Class = "slow_client"     // a server waited for its client's request (its next stream message) on a healthy inbound connection, and it did not come in time
+	ClassSlowClient     Class = "slow_client"     // a server waited for its client's request (its next stream message, the rest of its body) on a healthy inbound connection, and it did not come in time
 	ClassCPUThrottled   Class = "cpu_throttled"   // the cgroup's CPU quota ran out: the process was throttled for much of the budget
 	ClassRunqueueDelay  Class = "runqueue_delay"  // the process's threads waited for a CPU for much of the budget
 	ClassGCPause        Class = "gc_pause"        // the Go GC stopped the world for much of the budget
