@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -271,6 +272,65 @@ var realCases = []realCase{
 		return e.oneShots(5, isTimeoutText, "span", "--traces-endpoint", "http://"+e.http+"/work", "--protocol", "http/protobuf",
 			"--timeout", "1500ms", "--name", "probe", "--service", "tt-realprog", "--fail", "--verbose")
 	}},
+	{"etcdctl", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
+		// A database CLI against a real etcd: each run dials (1 s, a
+		// blocking dial under its own deadline) and puts a key (1.5 s).
+		ep := e.etcd()
+		return e.oneShots(5, isTimeoutText, "--endpoints", "http://"+ep, "--dial-timeout", "1s", "--command-timeout", "1500ms", "put", "tt-key", "v")
+	}},
+}
+
+// etcd starts a real etcd (lab/realprog's peer, not traced) in the
+// server's namespace, waits until it serves, applies the case's fault to
+// it and returns its client address. The fault is its own: a slow peer is
+// etcd stopped (SIGSTOP: its kernel still accepts connections and
+// acknowledges what is sent, nothing answers), a blackhole its client port
+// dropped.
+func (e *realEnv) etcd() string {
+	bin := realprog.Build(e.t, "etcd")
+	ep := net.JoinHostPort(e.p.ServerAddr.String(), "2379")
+	data := filepath.Join(e.dir, "etcd-data")
+	cmd := e.p.ServerCmd(e.ctx, bin, "--name", "tt", "--data-dir", data,
+		"--listen-client-urls", "http://"+ep, "--advertise-client-urls", "http://"+ep,
+		"--listen-peer-urls", "http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
+		"--initial-cluster", "tt=http://127.0.0.1:2380", "--log-level", "error")
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return e.p.Dial(ctx, network, addr) },
+	}}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := hc.Get("http://" + ep + "/health"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), `"health":"true"`) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("etcd not serving: %s", out.String())
+		}
+	}
+	hc.CloseIdleConnections()
+	switch e.fault {
+	case faultSlowPeer:
+		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			e.t.Fatal(err)
+		}
+	case faultBlackhole:
+		if err := e.p.Blackhole(2379); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return ep
 }
 
 // vegeta attacks url at 20 requests/s for 5 s with a 1.5 s timeout, the

@@ -28,22 +28,33 @@ type Program struct {
 	Version string // pinned
 	Pkg     string // the main package within the module ("." for its root)
 	Stack   string // its client stack, for the table
+	// Wrapper, when set, is a module of ours beside this file that lists
+	// the program as a tool: built there, not in the module cache, for a
+	// module whose go.mod replaces its siblings with relative paths
+	// (etcd's). Its go.mod pins the version; Version must match it.
+	Wrapper string
 }
 
 // Programs is the suite, each with a different client stack or shape
 // (a load generator, one-shot CLIs, gRPC and HTTP).
 var Programs = []Program{
-	{"vegeta", "github.com/tsenart/vegeta/v12", "v12.13.0", ".", "HTTP/1 load generator (net/http, Client.Timeout)"},
-	{"hey", "github.com/rakyll/hey", "v0.1.5", ".", "HTTP/1 load generator (net/http, Client.Timeout, new goroutine per worker)"},
-	{"grpcurl", "github.com/fullstorydev/grpcurl", "v1.9.3", "cmd/grpcurl", "one-shot gRPC CLI (grpc-go, reflection, -max-time)"},
-	{"grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe", "v0.4.62", ".", "one-shot gRPC health probe (grpc-go, -connect-timeout, -rpc-timeout)"},
-	{"blackbox_exporter", "github.com/prometheus/blackbox_exporter", "v0.27.0", ".", "Prometheus prober (net/http under the scrape's timeout, a server making the calls)"},
-	{"otel-cli", "github.com/equinix-labs/otel-cli", "v0.4.5", ".", "one-shot OTLP exporter CLI (otel-go OTLP/gRPC, --timeout)"},
+	{"vegeta", "github.com/tsenart/vegeta/v12", "v12.13.0", ".", "HTTP/1 load generator (net/http, Client.Timeout)", ""},
+	{"hey", "github.com/rakyll/hey", "v0.1.5", ".", "HTTP/1 load generator (net/http, Client.Timeout, new goroutine per worker)", ""},
+	{"grpcurl", "github.com/fullstorydev/grpcurl", "v1.9.3", "cmd/grpcurl", "one-shot gRPC CLI (grpc-go, reflection, -max-time)", ""},
+	{"grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe", "v0.4.62", ".", "one-shot gRPC health probe (grpc-go, -connect-timeout, -rpc-timeout)", ""},
+	{"blackbox_exporter", "github.com/prometheus/blackbox_exporter", "v0.27.0", ".", "Prometheus prober (net/http under the scrape's timeout, a server making the calls)", ""},
+	{"otel-cli", "github.com/equinix-labs/otel-cli", "v0.4.5", ".", "one-shot OTLP exporter CLI (otel-go OTLP/gRPC, --timeout)", ""},
+	{"etcdctl", "go.etcd.io/etcd/etcdctl/v3", "v3.6.4", ".", "one-shot database CLI (etcd clientv3 over grpc-go, --dial-timeout, --command-timeout)", "etcdbin"},
 }
 
-// Lookup returns the program named name.
+// Peers are real servers some programs of the suite talk to (not traced).
+var Peers = []Program{
+	{"etcd", "go.etcd.io/etcd/server/v3", "v3.6.4", ".", "etcd, the key-value store etcdctl talks to", "etcdbin"},
+}
+
+// Lookup returns the program (or peer) named name.
 func Lookup(name string) (Program, bool) {
-	for _, p := range Programs {
+	for _, p := range append(Programs[:len(Programs):len(Programs)], Peers...) {
 		if p.Name == name {
 			return p, true
 		}
@@ -98,15 +109,37 @@ func (p Program) Build() (string, error) {
 		built[p.Name] = path
 		return path, nil
 	}
-	src, err := download(p.Module + "@" + p.Version)
-	if err != nil {
-		return "", err
+	var src, pkg string
+	if p.Wrapper != "" {
+		_, file, _, ok := runtime.Caller(0)
+		if !ok {
+			return "", fmt.Errorf("realprog: build %s: where its wrapper module is was not found", p.Name)
+		}
+		src, pkg = filepath.Join(filepath.Dir(file), p.Wrapper), p.Module
+		if p.Pkg != "." {
+			pkg += "/" + p.Pkg
+		}
+		// The wrapper's go.sum lists what it needs: fetch it (a fresh
+		// machine's module cache is empty; -mod=readonly never downloads
+		// a module the build list has not fetched).
+		dl := exec.Command("go", "mod", "download")
+		dl.Dir = src
+		dl.Env = append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local")
+		if out, err := dl.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("realprog: go mod download in %s: %v\n%s", src, err, out)
+		}
+	} else {
+		var err error
+		if src, err = download(p.Module + "@" + p.Version); err != nil {
+			return "", err
+		}
+		pkg = "./" + p.Pkg
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", err
 	}
 	tmp := path + ".tmp"
-	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, "./"+p.Pkg)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, pkg)
 	cmd.Dir = src
 	// Its own go.mod, read-only (the module cache); this machine's Go.
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off", "GOTOOLCHAIN=local")

@@ -13,7 +13,7 @@ import (
 
 func main() {
 	failed := false
-	for _, p := range realprog.Programs {
+	for _, p := range append(realprog.Programs, realprog.Peers...) {
 		start := time.Now()
 		path, err := p.Build()
 		if err != nil {
