@@ -255,6 +255,7 @@ __noinline int read_chan_waiters(struct tt_go_event *e, __u64 c, const struct tt
 }
 
 /* runtime.g.atomicstatus values (runtime2.go, unchanged since Go 1.0). */
+#define TT_G_RUNNABLE 1
 #define TT_G_WAITING 4
 #define TT_G_SCAN 0x1000
 
@@ -263,10 +264,14 @@ __noinline int read_chan_waiters(struct tt_go_event *e, __u64 c, const struct tt
  * its creation by the detail tier) as one more waiter, when it was parked
  * at the expiry in a waiting frame and is not among the context's waiters
  * already: a net/http handler reading its request body waits on the
- * connection, not on its context. Only a parked goroutine (_Gwaiting) has
- * a saved stack that is its own; only one still running the same
- * goroutine (its goid: a g is reused after its goroutine exits) is the
- * creator. Global, like read_chan_waiters: verified once.
+ * connection, not on its context; a dial waits for its handshake in
+ * the poller. Only a goroutine that is not running has a saved stack that
+ * is its own: parked (_Gwaiting), or readied and not run since
+ * (_Grunnable: a dial's socket deadline, set to the context's, fires in
+ * the same instant as the context's timer, whose callback runs on a
+ * goroutine of its own, after). Only a g still running the same goroutine
+ * (its goid: a g is reused after its goroutine exits) is the creator.
+ * Global, like read_chan_waiters: verified once.
  */
 __noinline int read_creator(struct tt_go_event *e, __u64 g, __u64 goid, const struct tt_go_offsets *off,
 			    const struct tt_go_conn_layout *cl)
@@ -277,7 +282,8 @@ __noinline int read_creator(struct tt_go_event *e, __u64 g, __u64 goid, const st
 		return 0;
 	__u32 st = 0;
 	bpf_probe_read_user(&st, sizeof(st), (void *)(g + off->g_atomicstatus));
-	if ((st & ~TT_G_SCAN) != TT_G_WAITING)
+	st &= ~TT_G_SCAN;
+	if (st != TT_G_WAITING && st != TT_G_RUNNABLE)
 		return 0;
 	__u32 n = e->waiters;
 	if (n >= TT_GO_WAITERS)
@@ -428,12 +434,17 @@ static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const st
 			recv = read_u64(recv + cl->wait_via2[k] - 1);
 		if (!recv)
 			continue;
-		__u64 at = recv + cl->wait_conn[k];
-		__u64 tab = read_u64(at);
-		__s64 fd = tcpconn_fd(tab, read_u64(at + 8), off->tcpconn_itab, off->conn_fd, off->netfd_sysfd, cl);
+		__s64 fd;
+		if (cl->wait_netfd[k]) {
+			fd = (__s64)read_u64(recv + off->netfd_sysfd);
+		} else {
+			__u64 at = recv + cl->wait_conn[k];
+			__u64 tab = read_u64(at);
+			fd = tcpconn_fd(tab, read_u64(at + 8), off->tcpconn_itab, off->conn_fd, off->netfd_sysfd, cl);
+			e->waiter_wrapped[i] = tab != off->tcpconn_itab;
+		}
 		if (fd < 0)
 			continue;
-		e->waiter_wrapped[i] = tab != off->tcpconn_itab;
 		e->waiter_fd[i] = (__s32)fd;
 		struct sock *sk = fd_sock(fd);
 		e->waiter_cookie[i] = sk_cookie(sk);

@@ -89,6 +89,11 @@ struct tt_go_conn_layout {
 	__u32 wait_conn[TT_WAIT_FRAMES];
 	__u32 wait_via[TT_WAIT_FRAMES];  /* 0: none */
 	__u32 wait_via2[TT_WAIT_FRAMES]; /* 0: none */
+	/* Non-zero: the first argument is a *net.netFD itself (net's
+	 * (*netFD).connect: a dial waiting for its handshake), its
+	 * descriptor at the process's netfd_sysfd; wait_conn and the vias
+	 * unused. */
+	__u32 wait_netfd[TT_WAIT_FRAMES];
 };
 
 /* How a goroutine was bound to a socket. */

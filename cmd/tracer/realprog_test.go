@@ -111,6 +111,10 @@ type realEnv struct {
 	grpcs  string // the lab's gRPC server over TLS (self-signed), host:port
 	fault  realFault
 	during func() // applies a mid-run fault; the driver calls it when its traffic is warm
+	// waitTraced waits until the agent traces the process pid (a server
+	// that is up before its incident, as in production); nil before the
+	// agent runs.
+	waitTraced func(pid int)
 
 	mu   sync.Mutex
 	pids []int // every process of the program the driver started
@@ -271,6 +275,69 @@ var realCases = []realCase{
 	{"otel-cli", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		return e.oneShots(5, isTimeoutText, "span", "--traces-endpoint", "http://"+e.http+"/work", "--protocol", "http/protobuf",
 			"--timeout", "1500ms", "--name", "probe", "--service", "tt-realprog", "--fail", "--verbose")
+	}},
+	{"caddy", "", []realFault{faultBlackhole}, func(e *realEnv) (int, string) {
+		// The server side: Caddy proxies the lab's HTTP server, and
+		// dials it under reverse_proxy's dial_timeout (net.Dialer's
+		// Timeout: a context deadline around the connect). Blackholed,
+		// each request's dial expires; the reports must name the
+		// upstream, not the caller whose request Caddy was serving.
+		listen := net.JoinHostPort(e.p.ClientAddr.String(), "9180")
+		cfg := filepath.Join(e.dir, "Caddyfile")
+		os.WriteFile(cfg, []byte("{\n\tadmin off\n\tauto_https off\n\tpersist_config off\n}\n"+
+			"http://"+listen+" {\n\treverse_proxy http://"+e.http+" {\n\t\ttransport http {\n\t\t\tdial_timeout 1s\n\t\t}\n\t}\n}\n"), 0o644)
+		cmd, out := e.start("run", "--config", cfg, "--adapter", "caddyfile")
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return e.p.Dial(ctx, network, addr) },
+		}}
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			c, err := e.p.Dial(e.ctx, "tcp", listen)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				e.t.Fatalf("caddy not listening: %s", out.String())
+			}
+		}
+		e.waitTraced(cmd.Process.Pid)
+		// Two callers, 4 requests each, one after another: keep-alive
+		// inbound connections beside the upstream dials.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		n := 0
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 4 {
+					resp, err := hc.Get("http://" + listen + "/work")
+					if err != nil {
+						continue
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusBadGateway {
+						mu.Lock()
+						n++
+						e.ends = append(e.ends, time.Now())
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		sample := ""
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.Contains(l, "i/o timeout") {
+				sample = l
+			}
+		}
+		if c := strings.Count(out.String(), "i/o timeout"); c != n {
+			e.t.Logf("caddy: %d responses 502, %d log lines saying i/o timeout", n, c)
+		}
+		return n, sample
 	}},
 	{"etcdctl", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		// A database CLI against a real etcd: each run dials (1 s, a
@@ -515,6 +582,9 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	daemon := func() {
 		d = startDaemon(t, nil, "--include-exe", filepath.Base(bin))
 		d.waitFor("node agent ready", func() bool { return d.logged("node agent ready", 0) })
+		e.waitTraced = func(pid int) {
+			d.waitFor(fmt.Sprintf("tracing pid %d", pid), func() bool { return d.logged("tracing process", pid) })
+		}
 	}
 	switch f {
 	case faultBlackhole:

@@ -96,6 +96,7 @@ type gocallsTtGoConnLayout struct {
 	WaitConn  [8]uint32
 	WaitVia   [8]uint32
 	WaitVia2  [8]uint32
+	WaitNetfd [8]uint32
 }
 
 type gocallsTtGoCtxItab struct {

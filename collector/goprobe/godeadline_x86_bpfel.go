@@ -75,6 +75,7 @@ type godeadlineTtGoConnLayout struct {
 	WaitConn  [8]uint32
 	WaitVia   [8]uint32
 	WaitVia2  [8]uint32
+	WaitNetfd [8]uint32
 }
 
 type godeadlineTtGoCtxItab struct {

@@ -60,6 +60,7 @@ type gotraceparentTtGoConnLayout struct {
 	WaitConn  [8]uint32
 	WaitVia   [8]uint32
 	WaitVia2  [8]uint32
+	WaitNetfd [8]uint32
 }
 
 type gotraceparentTtGoCtxItab struct {

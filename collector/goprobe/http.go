@@ -120,6 +120,32 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 	p.resolveConnLayout()
 }
 
+// resolveDialWait makes net's (*netFD).connect a waiting frame, the last
+// one (the first to go when a binary has more than the probe reads): a
+// dial waits for its handshake there, in the poller, on no context (the
+// dial's deadline is an AfterFunc and a socket deadline), so only the
+// goroutine that set the deadline (read at the expiry with the detail
+// tier) is found in it. Its receiver is the *netFD itself.
+func (p *Process) resolveDialWait(offs *godeadlineTtGoOffsets) {
+	fn, err := p.bin.Func("net.(*netFD).connect")
+	if err != nil {
+		p.log.Debug("a dial's wait is not bound at the expiry", "err", err)
+		return
+	}
+	if offs.NetfdSysfd == 0 {
+		pfd, err1 := p.bin.FieldOffset("net.netFD", "pfd")
+		sysfd, err2 := p.bin.FieldOffset("internal/poll.FD", "Sysfd")
+		if err1 != nil || err2 != nil {
+			p.log.Debug("a dial's wait is not bound at the expiry", "err", errors.Join(err1, err2))
+			return
+		}
+		offs.NetfdSysfd = uint32(pfd + sysfd)
+	}
+	if i := p.addWaitFrameVia2(fn, -1, -1, 0); i >= 0 {
+		p.ext.conns.WaitNetfd[i] = 1
+	}
+}
+
 // addWaitFrame makes fn a waiting frame of the expiry probe: a goroutine
 // parked on an expiring context with fn in its stack waits on the
 // connection whose net.Conn is conn bytes into fn's first argument.
@@ -132,8 +158,9 @@ func (p *Process) addWaitFrameVia(fn gobin.Func, via, conn int64) {
 }
 
 // addWaitFrameVia2 is addWaitFrameVia with a second pointer to follow,
-// via2 bytes into what the first one points to (-1: none).
-func (p *Process) addWaitFrameVia2(fn gobin.Func, via, via2, conn int64) {
+// via2 bytes into what the first one points to (-1: none). It returns
+// the frame's index, -1 when the probe reads no more frames.
+func (p *Process) addWaitFrameVia2(fn gobin.Func, via, via2, conn int64) int {
 	cl := &p.ext.conns
 	for i := range cl.WaitLo {
 		if cl.WaitLo[i] == 0 {
@@ -146,10 +173,11 @@ func (p *Process) addWaitFrameVia2(fn gobin.Func, via, via2, conn int64) {
 			}
 			p.ext.hasConns = true
 			p.ext.waitFrames = append(p.ext.waitFrames, fn.Name)
-			return
+			return i
 		}
 	}
 	p.log.Warn("more waiting frames than the expiry probe reads", "left out", fn.Name)
+	return -1
 }
 
 // resolveConnLayout finds the HTTP/2 clients' round trips, whose requests

@@ -213,6 +213,7 @@ func (p *Process) resolve() (godeadlineTtGoOffsets, error) {
 		// follow the connection with the gRPC probes' chain.
 		offs.TcpconnItab, offs.ConnFd, offs.NetfdSysfd = p.ext.grpc.TcpconnItab, p.ext.grpc.ConnFd, p.ext.grpc.NetfdSysfd
 	}
+	p.resolveDialWait(&offs)
 	p.resolveDeadlineErr(&offs)
 	p.resolveWaiters(&offs)
 	for _, f := range []struct {

@@ -44,6 +44,7 @@ var Programs = []Program{
 	{"grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe", "v0.4.62", ".", "one-shot gRPC health probe (grpc-go, -connect-timeout, -rpc-timeout)", ""},
 	{"blackbox_exporter", "github.com/prometheus/blackbox_exporter", "v0.27.0", ".", "Prometheus prober (net/http under the scrape's timeout, a server making the calls)", ""},
 	{"otel-cli", "github.com/equinix-labs/otel-cli", "v0.4.5", ".", "one-shot OTLP exporter CLI (otel-go OTLP/gRPC, --timeout)", ""},
+	{"caddy", "github.com/caddyserver/caddy/v2", "v2.11.9", "cmd/caddy", "reverse proxy: a server dialing its upstream under reverse_proxy's dial_timeout (net.Dialer.Timeout, a context deadline)", ""},
 	{"etcdctl", "go.etcd.io/etcd/etcdctl/v3", "v3.6.4", ".", "one-shot database CLI (etcd clientv3 over grpc-go, --dial-timeout, --command-timeout)", "etcdbin"},
 }
 
