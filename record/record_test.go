@@ -43,7 +43,10 @@ func fillAll(t *testing.T, v any) {
 			f.Set(reflect.ValueOf(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 213, 0, byte(i)}), 8080)))
 		case sf.Type == reflect.TypeOf([]event.Waiter{}):
 			f.Set(reflect.ValueOf([]event.Waiter{{Goid: 42, At: "main.call (/src/main.go:10)",
-				Stack: []string{"runtime.gopark (/go/src/runtime/proc.go:435)", "main.call (/src/main.go:10)"}}, {Goid: 43}}))
+				Stack: []string{"runtime.gopark (/go/src/runtime/proc.go:435)", "main.call (/src/main.go:10)"}}, {Goid: 43},
+				{Goid: 44, Conn: 9, ConnFrame: "net/http.(*connReader).Read", ConnUnread: 3, ConnRcvAgo: 4 * time.Millisecond,
+					ConnSentAgo: 5 * time.Millisecond, ConnAnswered: true, ConnAnsweredLater: true, Woken: true, ConnTLS: true,
+					ConnSend: &event.SendState{Unacked: 100, CAState: event.CALoss, RetransOut: 1, LostOut: 2}, Creator: true}}))
 		case sf.Type == reflect.TypeOf([]string{}):
 			f.Set(reflect.ValueOf([]string{"main.call (/src/main.go:10)", "main.main (/src/main.go:3)"}))
 		case f.Kind() == reflect.String:
