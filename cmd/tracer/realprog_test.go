@@ -124,6 +124,14 @@ type realEnv struct {
 	ends []time.Time
 }
 
+// httpClient is an HTTP client of the test that dials from the client
+// namespace (where the programs listen), with the given timeout.
+func (e *realEnv) httpClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return e.p.Dial(ctx, network, addr) },
+	}}
+}
+
 // start runs the program in the client namespace, its output collected.
 func (e *realEnv) start(args ...string) (*exec.Cmd, *syncBuffer) {
 	cmd := e.p.ClientCmd(e.ctx, e.bin, args...)
@@ -239,9 +247,7 @@ var realCases = []realCase{
 		listen := net.JoinHostPort(e.p.ClientAddr.String(), "9115")
 		cmd, out := e.start("--config.file", cfg, "--web.listen-address", listen)
 		defer func() { cmd.Process.Kill(); cmd.Wait() }()
-		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return e.p.Dial(ctx, network, addr) },
-		}}
+		hc := e.httpClient(10 * time.Second)
 		base := "http://" + listen
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			if resp, err := hc.Get(base + "/-/healthy"); err == nil {
@@ -288,9 +294,7 @@ var realCases = []realCase{
 			"http://"+listen+" {\n\treverse_proxy http://"+e.http+" {\n\t\ttransport http {\n\t\t\tdial_timeout 1s\n\t\t}\n\t}\n}\n"), 0o644)
 		cmd, out := e.start("run", "--config", cfg, "--adapter", "caddyfile")
 		defer func() { cmd.Process.Kill(); cmd.Wait() }()
-		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return e.p.Dial(ctx, network, addr) },
-		}}
+		hc := e.httpClient(10 * time.Second)
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			c, err := e.p.Dial(e.ctx, "tcp", listen)
 			if err == nil {
@@ -371,9 +375,7 @@ func (e *realEnv) etcd() string {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return e.p.Dial(ctx, network, addr) },
-	}}
+	hc := e.httpClient(time.Second)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if resp, err := hc.Get("http://" + ep + "/health"); err == nil {
 			b, _ := io.ReadAll(resp.Body)

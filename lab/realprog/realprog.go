@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -53,9 +54,12 @@ var Peers = []Program{
 	{"etcd", "go.etcd.io/etcd/server/v3", "v3.6.4", ".", "etcd, the key-value store etcdctl talks to", "etcdbin"},
 }
 
+// All is the suite's programs and their peers: what a machine builds.
+func All() []Program { return append(slices.Clip(Programs), Peers...) }
+
 // Lookup returns the program (or peer) named name.
 func Lookup(name string) (Program, bool) {
-	for _, p := range append(Programs[:len(Programs):len(Programs)], Peers...) {
+	for _, p := range All() {
 		if p.Name == name {
 			return p, true
 		}

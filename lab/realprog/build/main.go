@@ -13,7 +13,7 @@ import (
 
 func main() {
 	failed := false
-	for _, p := range append(realprog.Programs, realprog.Peers...) {
+	for _, p := range realprog.All() {
 		start := time.Now()
 		path, err := p.Build()
 		if err != nil {
