@@ -75,6 +75,7 @@ const struct tt_go_span_type *unused_go_span_type __attribute__((unused));
 const struct tt_go_grpc_offsets *unused_go_grpc_offsets __attribute__((unused));
 const enum tt_go_tp_source *unused_go_tp_source __attribute__((unused));
 const enum tt_go_no_offset *unused_go_no_offset __attribute__((unused));
+const enum tt_go_dial_found *unused_go_dial_found __attribute__((unused));
 const struct creation *unused_creation __attribute__((unused));
 const struct pid_ptr *unused_pid_ptr __attribute__((unused));
 const struct grpc_stream *unused_grpc_stream __attribute__((unused));
@@ -340,6 +341,78 @@ static __always_inline __u64 child_at(__u64 grp, __u64 ctrl, int s)
 }
 
 /*
+ * read_dial adds the dial that registered AfterFunc child a of the
+ * expiring context, if a is net's: (*netFD).connect (Go 1.26+) registers
+ * an AfterFunc on the dial's context whose closure holds the *netFD, and
+ * waits for the handshake in the poller, on no context. The closure's
+ * first capture is the *netFD (fd, then the test hook, in the order the
+ * closure uses them); a word that is not one (another closure's) fails the
+ * check that the netFD's pollDesc has the netFD's descriptor. The poller's
+ * write waiter (pollDesc.wg) is the dialer while it is parked: its stack
+ * is read, and kept only if its connect frame holds this netFD. Otherwise
+ * the socket deadline that connect set to the context's deadline readied
+ * it in the same instant (wg back to nil): the waiter is the dial's
+ * connection alone, in connect's frame. Global, like read_chan_waiters.
+ */
+__noinline int read_dial(struct tt_go_event *e, __u64 a, const struct tt_go_offsets *off,
+			 const struct tt_go_conn_layout *cl)
+{
+	if (!e || !off || !cl || !cl->dial_frame || !cl->afterfunc_f)
+		return 0;
+	__u32 n = e->waiters;
+	if (n >= TT_GO_WAITERS)
+		return 0;
+	__u64 f = read_u64(a + cl->afterfunc_f);
+	if (!f)
+		return 0;
+	__u64 fn = read_u64(f);
+	if (!fn || (fn != cl->dial_closure[0] && fn != cl->dial_closure[1]))
+		return 0;
+	__u64 nfd = 0, pd = 0;
+	for (int w = 1; w <= 2; w++) {
+		__u64 cand = read_u64(f + 8 * w);
+		if (!cand)
+			continue;
+		__u64 p = read_u64(cand + cl->netfd_pd);
+		__u64 sysfd = read_u64(cand + off->netfd_sysfd);
+		if (p && sysfd < (1 << 20) && read_u64(p + cl->polldesc_fd) == sysfd) {
+			nfd = cand;
+			pd = p;
+			break;
+		}
+	}
+	if (!nfd)
+		return 0;
+	__u32 i = n;
+	asm volatile("" : "+r"(i));
+	i &= TT_GO_WAITERS - 1;
+	__u32 k = cl->dial_frame - 1;
+	asm volatile("" : "+r"(k));
+	k &= TT_WAIT_FRAMES - 1;
+	__u64 g = read_u64(pd + cl->polldesc_wg);
+	if (g > 2) {
+		read_stack(e, i, g, off, cl);
+		if (e->waiter_frame[i] && (__u32)e->waiter_fd[i] == k && e->waiter_cookie[i] == nfd) {
+			e->waiter_goid[i] = read_u64(g + off->g_goid);
+			e->waiter_dial[i] = TT_DIAL_PARKED;
+			e->waiters = i + 1;
+			return 0;
+		}
+		/* Not the dialer's connect (a misread: never kept). */
+		for (int j = 0; j < TT_GO_WAIT_STACK; j++)
+			e->waiter_pcs[i][j] = 0;
+	}
+	e->waiter_goid[i] = 0;
+	e->waiter_pcs[i][0] = cl->wait_lo[k] + 1;
+	e->waiter_cookie[i] = nfd;
+	e->waiter_fd[i] = k;
+	e->waiter_frame[i] = 1;
+	e->waiter_dial[i] = TT_DIAL_READIED;
+	e->waiters = i + 1;
+	return 0;
+}
+
+/*
  * read_children_waiters adds the waiters on the Done channels of c's
  * children. A global function, like read_chan_waiters: verified once.
  */
@@ -356,7 +429,11 @@ __noinline int read_children_waiters(struct tt_go_event *e, __u64 c, const struc
 		if (e->waiters >= TT_GO_WAITERS)
 			break;
 		__u64 child = child_at(grp, ctrl, s);
-		if (child)
+		if (!child)
+			continue;
+		if (cl && cl->dial_afterfunc_itab && read_u64(grp + 8 + TT_CHILD_SLOT * s) == cl->dial_afterfunc_itab)
+			read_dial(e, child, off, cl);
+		else
 			read_chan_waiters(e, child, off, cl);
 	}
 	return 0;

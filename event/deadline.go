@@ -145,7 +145,21 @@ type Waiter struct {
 	// net/http handler reading its request body waits on its connection,
 	// never on its context).
 	Creator bool
+	// Dial: this waiter is a dial found among the context's children, not
+	// on its Done channel (Go 1.26+: net's (*netFD).connect registers an
+	// AfterFunc on its context that holds the dial's socket), with no
+	// detail tier. DialParked: parked in the poller, its stack read;
+	// DialReadied: readied by the socket deadline the dial set to the
+	// context's, not run since, its connection only (no stack; At names
+	// connect without a line).
+	Dial string
 }
+
+// How a dial waiter was found (Waiter.Dial).
+const (
+	DialParked  = "parked"
+	DialReadied = "readied"
+)
 
 // SendState is a connection's send side at an expiry, read from the
 // socket by the expiry probe.

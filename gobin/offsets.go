@@ -70,6 +70,14 @@ func ProbeFields() []FieldRef {
 		{"net/http.conn", "rwc"},
 		{"internal/runtime/maps.Map", "dirPtr"},
 		{"internal/runtime/maps.Map", "dirLen"},
+		// A dial under an expiring context, found among its children
+		// (Go 1.26+): the AfterFunc's closure holds the *netFD, whose
+		// poller descriptor holds the dialer while it is parked.
+		{"context.afterFuncCtx", "f"},
+		{"internal/poll.FD", "pd"},
+		{"internal/poll.pollDesc", "runtimeCtx"},
+		{"runtime.pollDesc", "fd"},
+		{"runtime.pollDesc", "wg"},
 	}
 }
 

@@ -94,6 +94,28 @@ struct tt_go_conn_layout {
 	 * descriptor at the process's netfd_sysfd; wait_conn and the vias
 	 * unused. */
 	__u32 wait_netfd[TT_WAIT_FRAMES];
+	/* A dial waiting for its handshake under the expiring context (Go
+	 * 1.26+: net's (*netFD).connect registers a context.AfterFunc whose
+	 * closure holds the *netFD): found among the context's children
+	 * without the detail tier. dial_afterfunc_itab: *context.afterFuncCtx
+	 * as a context.canceler (runtime address), 0: not read;
+	 * dial_closure: the entries of connect's closures (runtime
+	 * addresses), the AfterFunc's among them; dial_frame: 1 + the index
+	 * of connect's waiting frame. */
+	__u64 dial_afterfunc_itab;
+	__u64 dial_closure[2];
+	__u32 dial_frame;
+	__u32 afterfunc_f;   /* context.afterFuncCtx.f (a func value) */
+	__u32 netfd_pd;      /* net.netFD.pfd + internal/poll.FD.pd + internal/poll.pollDesc.runtimeCtx */
+	__u32 polldesc_fd;   /* runtime.pollDesc.fd */
+	__u32 polldesc_wg;   /* runtime.pollDesc.wg: pdNil 0, pdReady 1, pdWait 2, or the parked g */
+	__u32 pad0;
+};
+
+/* How a waiter was found through a dial's AfterFunc (waiter_dial). */
+enum tt_go_dial_found {
+	TT_DIAL_PARKED = 1,  /* the dialer parked in the poller: its stack was read */
+	TT_DIAL_READIED = 2, /* the dialer readied (its socket deadline fired in the same instant), not run since: its connection only */
 };
 
 /* How a goroutine was bound to a socket. */
@@ -278,7 +300,10 @@ struct tt_go_event {
 	__u64 waiter_cookie[TT_GO_WAITERS];
 	__s32 waiter_fd[TT_GO_WAITERS];
 	__u8 waiter_frame[TT_GO_WAITERS];
-	__u8 _pad3[4];
+	/* The waiter was found through a dial's AfterFunc registration among
+	 * the context's children (enum tt_go_dial_found), not on a Done
+	 * channel. */
+	__u8 waiter_dial[TT_GO_WAITERS];
 	/* The start time (time.Time wall, ext) of the span found above the
 	 * deadline (trace_status TT_TRACE_FOUND), 0 when it records none. */
 	__u64 span_start_wall;

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -136,5 +138,55 @@ func TestDialCancelledOnReturnIsReported(t *testing.T) {
 	raced, _ := strconv.Atoi(m[4])
 	if seen != reported+lost+raced || raced != 0 {
 		t.Errorf("totals: seen %d, reported %d, lost %d, raced %d: want seen = reported + lost, none raced (no parent deadlines here)", seen, reported, lost, raced)
+	}
+}
+
+// TestDialFoundAmongChildren: with no detail tier, a dial waiting for its
+// handshake under the expiring deadline is found among the context's
+// children (Go 1.26+: net's connect registers an AfterFunc that holds its
+// socket) and bound to its connection from the first expiry: every report
+// of a timer that fired before the dial returned is syn_timeout/exact,
+// waiting in net.(*netFD).connect. Before, these were probable at best,
+// from the process's connects in the window, with no waiting_at.
+func TestDialFoundAmongChildren(t *testing.T) {
+	requireGoTracing(t)
+	server := []string{"http-server", "-addr", ":8080"}
+	// Past the first SYN retry (1 s): a connect still in its first SYN
+	// is no verdict (unknown, "still in its handshake").
+	client := []string{"client", "-proto", "dial", "-target", labTarget, "-n", "6", "-concurrency", "2", "-timeout", "1200ms", "-span", "none"}
+	run := runLabCmd(t, server, client, false, nil, []string{"trace", "--pid", "PID", "-o", "json", "--detail", "never"},
+		func(p *netlab.Pair) error { return p.DropSYN(8080) })
+	fired, found := 0, 0
+	for _, r := range run.reports {
+		if r.Cause != nil && strings.Contains(r.Cause.Note, "had cancelled the context when its timer fired") {
+			continue // the dial had returned: its AfterFunc was gone
+		}
+		fired++
+		if !strings.HasPrefix(r.WaitingAt, "net.(*netFD).connect") {
+			t.Errorf("trace %s: waiting_at %q, want net.(*netFD).connect; cause %s", r.TraceID, r.WaitingAt, causeText(r.Cause))
+			continue
+		}
+		found++
+		if r.Cause == nil || r.Cause.Class != correlate.ClassSynTimeout || r.Cause.Confidence != "exact" {
+			t.Errorf("trace %s: cause %s, want syn_timeout/exact", r.TraceID, causeText(r.Cause))
+			continue
+		}
+		via := false
+		for _, c := range r.Cause.Connections {
+			via = via || c.Via == "waiting:net.(*netFD).connect"
+		}
+		if !via {
+			t.Errorf("trace %s: the dial's connection is not bound through its wait: %+v", r.TraceID, r.Cause.Connections)
+		}
+	}
+	for _, r := range run.reports {
+		if os.Getenv("TT_DUMP") != "" {
+			b, _ := json.MarshalIndent(r, "", " ")
+			t.Logf("%s", b)
+		}
+	}
+	t.Logf("%d reports, %d of timers that fired before the dial returned, %d found in connect", len(run.reports), fired, found)
+	if fired == 0 {
+		t.Fatalf("every dial returned before its timer fired: nothing to check: %s", run.stderr)
 	}
 }

@@ -65,17 +65,25 @@ type godeadlineTraceparent struct {
 }
 
 type godeadlineTtGoConnLayout struct {
-	_         structs.HostLayout
-	WrapItab  [2]uint64
-	WrapInner [2]uint32
-	H2Tconn   [2]uint32
-	H2ReqCtx  [2]uint32
-	WaitLo    [8]uint64
-	WaitHi    [8]uint64
-	WaitConn  [8]uint32
-	WaitVia   [8]uint32
-	WaitVia2  [8]uint32
-	WaitNetfd [8]uint32
+	_                 structs.HostLayout
+	WrapItab          [2]uint64
+	WrapInner         [2]uint32
+	H2Tconn           [2]uint32
+	H2ReqCtx          [2]uint32
+	WaitLo            [8]uint64
+	WaitHi            [8]uint64
+	WaitConn          [8]uint32
+	WaitVia           [8]uint32
+	WaitVia2          [8]uint32
+	WaitNetfd         [8]uint32
+	DialAfterfuncItab uint64
+	DialClosure       [2]uint64
+	DialFrame         uint32
+	AfterfuncF        uint32
+	NetfdPd           uint32
+	PolldescFd        uint32
+	PolldescWg        uint32
+	Pad0              uint32
 }
 
 type godeadlineTtGoCtxItab struct {
@@ -85,6 +93,13 @@ type godeadlineTtGoCtxItab struct {
 	IsTimer   uint8
 	Pad       [2]uint8
 }
+
+type godeadlineTtGoDialFound uint32
+
+const (
+	godeadlineTtGoDialFoundTT_DIAL_PARKED  godeadlineTtGoDialFound = 1
+	godeadlineTtGoDialFoundTT_DIAL_READIED godeadlineTtGoDialFound = 2
+)
 
 type godeadlineTtGoEvent struct {
 	_                structs.HostLayout
@@ -116,7 +131,7 @@ type godeadlineTtGoEvent struct {
 	WaiterCookie     [4]uint64
 	WaiterFd         [4]int32
 	WaiterFrame      [4]uint8
-	Pad3             [4]uint8
+	WaiterDial       [4]uint8
 	SpanStartWall    uint64
 	SpanStartExt     int64
 	WaiterUnread     [4]uint32
@@ -285,6 +300,7 @@ const (
 	godeadlineVarUnusedCreation       = "unused_creation"
 	godeadlineVarUnusedGoConnLayout   = "unused_go_conn_layout"
 	godeadlineVarUnusedGoCtxItab      = "unused_go_ctx_itab"
+	godeadlineVarUnusedGoDialFound    = "unused_go_dial_found"
 	godeadlineVarUnusedGoEvent        = "unused_go_event"
 	godeadlineVarUnusedGoExpiry       = "unused_go_expiry"
 	godeadlineVarUnusedGoGrpcOffsets  = "unused_go_grpc_offsets"
@@ -373,6 +389,7 @@ type godeadlineVariableSpecs struct {
 	UnusedCreation      *ebpf.VariableSpec `ebpf:"unused_creation"`
 	UnusedGoConnLayout  *ebpf.VariableSpec `ebpf:"unused_go_conn_layout"`
 	UnusedGoCtxItab     *ebpf.VariableSpec `ebpf:"unused_go_ctx_itab"`
+	UnusedGoDialFound   *ebpf.VariableSpec `ebpf:"unused_go_dial_found"`
 	UnusedGoEvent       *ebpf.VariableSpec `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.VariableSpec `ebpf:"unused_go_expiry"`
 	UnusedGoGrpcOffsets *ebpf.VariableSpec `ebpf:"unused_go_grpc_offsets"`
@@ -446,6 +463,7 @@ type godeadlineVariables struct {
 	UnusedCreation      *ebpf.Variable `ebpf:"unused_creation"`
 	UnusedGoConnLayout  *ebpf.Variable `ebpf:"unused_go_conn_layout"`
 	UnusedGoCtxItab     *ebpf.Variable `ebpf:"unused_go_ctx_itab"`
+	UnusedGoDialFound   *ebpf.Variable `ebpf:"unused_go_dial_found"`
 	UnusedGoEvent       *ebpf.Variable `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.Variable `ebpf:"unused_go_expiry"`
 	UnusedGoGrpcOffsets *ebpf.Variable `ebpf:"unused_go_grpc_offsets"`

@@ -2,6 +2,7 @@ package goprobe
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/cilium/ebpf"
 
@@ -141,8 +142,66 @@ func (p *Process) resolveDialWait(offs *godeadlineTtGoOffsets) {
 		}
 		offs.NetfdSysfd = uint32(pfd + sysfd)
 	}
-	if i := p.addWaitFrameVia2(fn, -1, -1, 0); i >= 0 {
-		p.ext.conns.WaitNetfd[i] = 1
+	i := p.addWaitFrameVia2(fn, -1, -1, 0)
+	if i < 0 {
+		return
+	}
+	p.ext.conns.WaitNetfd[i] = 1
+	p.resolveDialAfterFunc(fn, i)
+}
+
+// resolveDialAfterFunc lets the expiry probe find a dial among the
+// expiring context's children, with no detail tier: since Go 1.26, net's
+// (*netFD).connect registers a context.AfterFunc on the dial's context
+// whose closure holds the *netFD (read_dial). Earlier releases start a
+// goroutine that waits on the context instead, a waiter like any other.
+// Optional: without it a dial is found from its creator only (logged).
+func (p *Process) resolveDialAfterFunc(connect gobin.Func, frame int) {
+	cl := &p.ext.conns
+	fail := func(err error) { p.log.Debug("a dial is not found among the expiring context's children", "err", err) }
+	closures, err := p.bin.Funcs(connect.Name + ".func")
+	if err != nil || len(closures) == 0 {
+		fail(fmt.Errorf("no closure of %s: %w", connect.Name, err))
+		return
+	}
+	if len(closures) > len(cl.DialClosure) {
+		fail(fmt.Errorf("%d closures of %s, %d read", len(closures), connect.Name, len(cl.DialClosure)))
+		return
+	}
+	var offs [6]int64
+	for j, f := range [][2]string{{"context.afterFuncCtx", "f"}, {"net.netFD", "pfd"}, {"internal/poll.FD", "pd"},
+		{"internal/poll.pollDesc", "runtimeCtx"}, {"runtime.pollDesc", "fd"}, {"runtime.pollDesc", "wg"}} {
+		if offs[j], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
+			fail(err)
+			return
+		}
+	}
+	itabs, err := p.bin.Itabs()
+	if err != nil {
+		fail(err)
+		return
+	}
+	var itab uint64
+	for _, it := range itabs {
+		if it.Type == (gobin.TypeName{Name: "*context.afterFuncCtx", PkgPath: "context"}) && it.Interface.Name == "context.canceler" {
+			itab = it.Addr + p.bias
+		}
+	}
+	if itab == 0 {
+		fail(errors.New("no itab of *context.afterFuncCtx as a context.canceler (no AfterFunc in the program)"))
+		return
+	}
+	for j, c := range closures {
+		cl.DialClosure[j] = c.Entry + p.bias
+	}
+	cl.DialAfterfuncItab, cl.DialFrame = itab, uint32(frame)+1
+	cl.AfterfuncF = uint32(offs[0])
+	cl.NetfdPd = uint32(offs[1] + offs[2] + offs[3])
+	cl.PolldescFd, cl.PolldescWg = uint32(offs[4]), uint32(offs[5])
+	// Where such a dial waited, without a line: its stack was not read.
+	p.ext.dialAt = connect.Name
+	if fr := p.bin.Frames(connect.Entry); len(fr) > 0 && fr[0].File != "" && fr[0].File != "?" {
+		p.ext.dialAt = fmt.Sprintf("%s (%s)", connect.Name, fr[0].File)
 	}
 }
 

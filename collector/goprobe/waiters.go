@@ -70,15 +70,26 @@ func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
 	ws := make([]event.Waiter, 0, n)
 	for i := range n {
 		w := event.Waiter{Goid: r.WaiterGoid[i], Woken: r.WaiterWoken[i] != 0, Creator: r.WaiterCreator[i] != 0}
-		for _, pc := range r.WaiterPcs[i] {
-			if pc == 0 {
-				break
-			}
-			// The parked pc is the return address into gopark from mcall;
-			// the others are return addresses: pc-1 is the call.
-			w.Stack = append(w.Stack, p.bin.SymbolizeFrames(pc-p.bias-1)...)
+		switch r.WaiterDial[i] {
+		case uint8(godeadlineTtGoDialFoundTT_DIAL_PARKED):
+			w.Dial = event.DialParked
+		case uint8(godeadlineTtGoDialFoundTT_DIAL_READIED):
+			w.Dial = event.DialReadied
 		}
-		w.At = waitingFrame(w.Stack)
+		if w.Dial == event.DialReadied {
+			// No stack: the probe put a pc inside connect, for its frame.
+			w.At = p.ext.dialAt
+		} else {
+			for _, pc := range r.WaiterPcs[i] {
+				if pc == 0 {
+					break
+				}
+				// The parked pc is the return address into gopark from mcall;
+				// the others are return addresses: pc-1 is the call.
+				w.Stack = append(w.Stack, p.bin.SymbolizeFrames(pc-p.bias-1)...)
+			}
+			w.At = waitingFrame(w.Stack)
+		}
 		w.Conn, w.ConnFrame, w.ConnFD = p.waiterConn(r, i)
 		if w.ConnFD >= 0 {
 			w.ConnUnread = r.WaiterUnread[i]
@@ -136,6 +147,11 @@ func (p *Process) waiterConn(r *godeadlineTtGoEvent, i int) (uint64, string, int
 		if k < len(p.ext.waitFrames) && pc > cl.WaitLo[k] && pc <= cl.WaitHi[k] {
 			frame = p.ext.waitFrames[k]
 		}
+	}
+	// A dial's netFD came from its AfterFunc's closure (and a parked
+	// dialer's connect frame was checked to hold the same): no spill slot.
+	if r.WaiterDial[i] != 0 {
+		return r.WaiterCookie[i], frame, r.WaiterFd[i]
 	}
 	if err := p.bin.FirstArgLive(pc - p.bias - 1); err != nil {
 		p.mu.Lock()
