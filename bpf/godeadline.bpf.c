@@ -696,6 +696,29 @@ static __always_inline int grpc_stream_traceparent(__u32 tgid, __u64 tab, __u64 
  * are found in the context instead (grpc_stream_traceparent), and what
  * was inherited from a reader is not used.
  */
+/*
+ * h2_stream_traceparent finds, up the deadline's context chain, the context
+ * of a live HTTP/2 server stream (net/http's) with an inbound traceparent
+ * (h2_stream_tp). 1: found, copied into cr.
+ */
+static __always_inline int h2_stream_traceparent(__u32 tgid, const struct tt_go_offsets *off, __u64 tab, __u64 data,
+						 struct creation *cr)
+{
+	if (!off->h2_stream_ctx)
+		return 0;
+	struct ctx_walk w = ctx_walk(tgid, tab, data);
+	while (ctx_next(&w)) {
+		struct pid_ptr key = {.pid = tgid, .ptr = w.data};
+		const struct traceparent *tp = bpf_map_lookup_elem(&h2_stream_tp, &key);
+		if (tp) {
+			__builtin_memcpy(cr->traceparent, tp->s, sizeof(cr->traceparent));
+			cr->tp_src = TT_TP_HTTP2;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static __always_inline int inherited_current(__u32 tgid, const struct traceparent *tp, __u64 tab, __u64 data)
 {
 	struct pid_ptr rkey = {.pid = tgid, .ptr = tp->root};
@@ -753,6 +776,8 @@ int go_create_entry(struct pt_regs *ctx)
 	int stream = 0;
 	if (!tp || tp->src == TT_TP_GOROUTINE)
 		stream = grpc_stream_traceparent(tgid, GO_ARG1(ctx), GO_ARG2(ctx), &cr);
+	if (!stream && (!tp || tp->src == TT_TP_GOROUTINE))
+		stream = h2_stream_traceparent(tgid, off, GO_ARG1(ctx), GO_ARG2(ctx), &cr);
 	if (tp && !stream) {
 		if (tp->src == TT_TP_GOROUTINE && !inherited_current(tgid, tp, GO_ARG1(ctx), GO_ARG2(ctx))) {
 			cr.tp_src = TT_TP_STALE;

@@ -88,6 +88,79 @@ int go_http_header(struct pt_regs *ctx)
 
 
 /*
+ * find_traceparent copies the traceparent field of n decoded hpack fields
+ * at fields (each size bytes, its name and value strings at name_off and
+ * value_off) into tp->s. 1: found.
+ */
+static __always_inline int find_traceparent(__u64 fields, __u64 n, __u32 name_off, __u32 value_off, __u32 size,
+					    struct traceparent *tp)
+{
+	/* "tracepar" "ent", little-endian (amd64 and arm64) */
+	const __u64 head = 0x7261706563617274ULL;
+	for (int i = 0; i < 32; i++) {
+		if (i >= n)
+			break;
+		__u64 f = fields + (__u64)i * size;
+		if (read_u64(f + name_off + 8) != 11)
+			continue;
+		__u8 name[11] = {};
+		if (bpf_probe_read_user(name, sizeof(name), (const void *)read_u64(f + name_off)))
+			continue;
+		if (*(__u64 *)name != head || name[8] != 'e' || name[9] != 'n' || name[10] != 't')
+			continue;
+		if (read_u64(f + value_off + 8) < TT_TRACEPARENT_LEN - 1)
+			return 0;
+		return bpf_probe_read_user(tp->s, TT_TRACEPARENT_LEN - 1, (const void *)read_u64(f + value_off)) == 0;
+	}
+	return 0;
+}
+
+/*
+ * net/http's HTTP/2 server: (*http2serverConn).newWriterAndRequest(sc, st,
+ * f *MetaHeadersFrame) (net/http/internal/http2.(*serverConn) since Go
+ * 1.27), on the connection's serve goroutine, once per inbound stream. The
+ * handler runs on a goroutine of its own, maybe started later (a
+ * connection's handlers beyond its stream limit wait), so the traceparent
+ * is kept by the stream's context, which the request's context is: a
+ * deadline whose chain holds it is this request's (go_create_entry).
+ */
+SEC("uprobe")
+int go_h2_server_headers(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_HTTP_HEADER);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!off || !off->h2_stream_ctx)
+		return 0;
+	__u64 frame = GO_ARG3(ctx);
+	struct pid_ptr key = {.pid = tgid, .ptr = read_u64(GO_ARG2(ctx) + off->h2_stream_ctx + 8)};
+	if (!key.ptr)
+		return 0;
+	struct traceparent tp = {.src = TT_TP_HTTP2};
+	if (find_traceparent(read_u64(frame + off->h2_meta_fields), read_u64(frame + off->h2_meta_fields + 8),
+			     off->h2_hf_name, off->h2_hf_value, off->h2_hf_size, &tp))
+		bpf_map_update_elem(&h2_stream_tp, &key, &tp, BPF_ANY);
+	else
+		bpf_map_delete_elem(&h2_stream_tp, &key);
+	return 0;
+}
+
+/* (*http2serverConn).closeStream(sc, st, err): the stream's entry goes
+ * before its context can be freed and its address given to another. */
+SEC("uprobe")
+int go_h2_server_close(struct pt_regs *ctx)
+{
+	hit(TT_GO_HIT_HTTP_REQUEST);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!off || !off->h2_stream_ctx)
+		return 0;
+	struct pid_ptr key = {.pid = tgid, .ptr = read_u64(GO_ARG2(ctx) + off->h2_stream_ctx + 8)};
+	bpf_map_delete_elem(&h2_stream_tp, &key);
+	return 0;
+}
+
+/*
  * google.golang.org/grpc/internal/transport.(*http2Server).operateHeaders(t,
  * ctx, frame *http2.MetaHeadersFrame, handle), on the transport's reader
  * goroutine, once per inbound stream: the HEADERS frame's fields as hpack
@@ -107,26 +180,9 @@ int go_grpc_headers(struct pt_regs *ctx)
 	struct pid_ptr gkey = {.pid = tgid, .ptr = GO_G(ctx)};
 	struct grpc_stream sk = {.pid = tgid, .transport = GO_ARG1(ctx)};
 	bpf_probe_read_user(&sk.id, sizeof(sk.id), (const void *)(read_u64(frame + go->meta_headers) + go->frame_stream_id));
-	__u64 fields = read_u64(frame + go->meta_fields);
-	__u64 n = read_u64(frame + go->meta_fields + 8);
-	/* "tracepar" "ent", little-endian (amd64 and arm64) */
-	const __u64 head = 0x7261706563617274ULL;
-	for (int i = 0; i < 32; i++) {
-		if (i >= n)
-			break;
-		__u64 f = fields + (__u64)i * go->hf_size;
-		if (read_u64(f + go->hf_name + 8) != 11)
-			continue;
-		__u8 name[11] = {};
-		if (bpf_probe_read_user(name, sizeof(name), (const void *)read_u64(f + go->hf_name)))
-			continue;
-		if (*(__u64 *)name != head || name[8] != 'e' || name[9] != 'n' || name[10] != 't')
-			continue;
-		if (read_u64(f + go->hf_value + 8) < TT_TRACEPARENT_LEN - 1)
-			break;
-		struct traceparent tp = {.src = TT_TP_GRPC};
-		if (bpf_probe_read_user(tp.s, TT_TRACEPARENT_LEN - 1, (const void *)read_u64(f + go->hf_value)))
-			break;
+	struct traceparent tp = {.src = TT_TP_GRPC};
+	if (find_traceparent(read_u64(frame + go->meta_fields), read_u64(frame + go->meta_fields + 8), go->hf_name,
+			     go->hf_value, go->hf_size, &tp)) {
 		bpf_map_update_elem(&grpc_tp, &sk, &tp, BPF_ANY);
 		bpf_map_update_elem(&http_tp, &gkey, &tp, BPF_ANY);
 		return 0;

@@ -78,6 +78,15 @@ func ProbeFields() []FieldRef {
 		{"internal/poll.pollDesc", "runtimeCtx"},
 		{"runtime.pollDesc", "fd"},
 		{"runtime.pollDesc", "wg"},
+		// net/http's HTTP/2 server: the stream's context and its HEADERS
+		// frame's decoded fields (the inbound traceparent).
+		{"net/http.http2stream", "ctx"},
+		{"net/http.http2MetaHeadersFrame", "Fields"},
+		{"net/http/internal/http2.stream", "ctx"},              // Go 1.27
+		{"net/http/internal/http2.MetaHeadersFrame", "Fields"}, // Go 1.27
+		{"vendor/golang.org/x/net/http2/hpack.HeaderField", "Name"},
+		{"vendor/golang.org/x/net/http2/hpack.HeaderField", "Value"},
+		{"vendor/golang.org/x/net/http2/hpack.HeaderField", "Sensitive"},
 	}
 }
 
@@ -86,11 +95,15 @@ func ProbeFields() []FieldRef {
 // Net/http's bundled HTTP/2 client moved to net/http/internal/http2 in Go
 // 1.27.
 var fieldReleases = map[FieldRef][2]int{
-	{"net/http.http2ClientConn", "tconn"}:                {0, 26},
-	{"net/http/internal/http2.ClientConn", "tconn"}:      {27, 0},
-	{"net/http/internal/http2.ClientRequest", "Context"}: {27, 0},
-	{"internal/runtime/maps.Map", "dirPtr"}:              {24, 0},
-	{"internal/runtime/maps.Map", "dirLen"}:              {24, 0},
+	{"net/http.http2ClientConn", "tconn"}:                  {0, 26},
+	{"net/http/internal/http2.ClientConn", "tconn"}:        {27, 0},
+	{"net/http/internal/http2.ClientRequest", "Context"}:   {27, 0},
+	{"net/http.http2stream", "ctx"}:                        {0, 26},
+	{"net/http.http2MetaHeadersFrame", "Fields"}:           {0, 26},
+	{"net/http/internal/http2.stream", "ctx"}:              {27, 0},
+	{"net/http/internal/http2.MetaHeadersFrame", "Fields"}: {27, 0},
+	{"internal/runtime/maps.Map", "dirPtr"}:                {24, 0},
+	{"internal/runtime/maps.Map", "dirLen"}:                {24, 0},
 }
 
 // InRelease reports whether Go 1.minor has the field.

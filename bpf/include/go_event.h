@@ -54,7 +54,15 @@ struct tt_go_offsets {
 	/* runtime.g.atomicstatus, 0: unknown (the deadline's creator is not
 	 * read at the expiry: a running goroutine's saved stack is stale). */
 	__u32 g_atomicstatus;
-	__u32 pad1;
+	/* net/http's HTTP/2 server (0 in h2_stream_ctx: not probed): the
+	 * stream's context (an interface: data word at +8), the HEADERS
+	 * frame's decoded fields ([]hpack.HeaderField) and the field's
+	 * layout. */
+	__u32 h2_stream_ctx;
+	__u32 h2_meta_fields;
+	__u32 h2_hf_name;
+	__u32 h2_hf_value;
+	__u32 h2_hf_size;
 };
 
 /*
@@ -136,6 +144,7 @@ enum tt_go_tp_source {
 	 * (inherited_current; a long-lived goroutine a request once started
 	 * doing other requests' work). No traceparent is copied. */
 	TT_TP_STALE = 4,
+	TT_TP_HTTP2 = 5, /* net/http's HTTP/2 server: the stream's HEADERS, found by the stream's context in the deadline's chain */
 };
 
 /*

@@ -152,6 +152,20 @@ struct {
 	__type(value, struct traceparent);
 } grpc_tp SEC(".maps");
 
+/*
+ * The inbound traceparent of each live HTTP/2 server stream (net/http's):
+ * {pid, the stream's context (its *cancelCtx, which the request's context
+ * is)} -> traceparent. Set when the stream's HEADERS are turned into a
+ * request, deleted when the stream closes, so an entry's context is alive
+ * and its address names no other context.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pid_ptr);
+	__type(value, struct traceparent);
+} h2_stream_tp SEC(".maps");
+
 /* Connection layout of each traced process (see struct tt_go_conn_layout):
  * the outbound calls' probes and the expiry probe's waiting frames. */
 struct {

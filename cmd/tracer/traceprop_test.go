@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,11 +161,18 @@ func TestTraceIDPropertyServer(t *testing.T) {
 	const workers = 8
 	const serverDeadline = 100 * time.Millisecond
 	n := int(tracePropDuration(t)/serverDeadline) * workers
-	for _, proto := range []string{"http", "grpc"} {
+	// h2: net/http's HTTP/2 server (TLS, by ALPN), whose handlers run on
+	// goroutines the connection's serve loop starts, maybe later than
+	// their HEADERS: the traceparent is kept by the stream's context.
+	for _, proto := range []string{"http", "grpc", "h2"} {
 		for _, where := range []string{"handler", "spawn", "pool"} {
 			t.Run(proto+"-"+where, func(t *testing.T) {
-				server := []string{proto + "-server", "-addr", ":8080", "-otel=false", "-deadline", serverDeadline.String(),
-					"-delay", "60ms", "-delay-jitter", "80ms"}
+				var tls []string
+				if proto == "h2" {
+					tls = []string{"-tls"}
+				}
+				server := append([]string{strings.Replace(proto, "h2", "http", 1) + "-server", "-addr", ":8080", "-otel=false", "-deadline", serverDeadline.String(),
+					"-delay", "60ms", "-delay-jitter", "80ms"}, tls...)
 				// The inbound traceparent is read by the detail tier, and
 				// goroutines inherit one only when it saw them start: on
 				// from the start. (Under auto the first burst, before it
@@ -177,13 +185,14 @@ func TestTraceIDPropertyServer(t *testing.T) {
 				case "pool":
 					server = append(server, "-pool", "4")
 				}
-				client := []string{"client", "-proto", proto, "-target", labTarget, "-n", fmt.Sprint(n),
-					"-concurrency", fmt.Sprint(workers), "-timeout", "2s", "-span", "mixed"}
+				client := append([]string{"client", "-proto", strings.Replace(proto, "h2", "http", 1), "-target", labTarget, "-n", fmt.Sprint(n),
+					"-concurrency", fmt.Sprint(workers), "-timeout", "2s", "-span", "mixed"}, tls...)
 				run := runLab(t, server, client, true, nil, "--detail", detail)
 				j := checkTraceJoin(t, run.server, run.reports)
-				// gRPC's stream and HTTP's serving goroutine (and the one
-				// it starts per request) give each request its own
-				// traceparent; HTTP's pool has none to give.
+				// gRPC's stream, HTTP/2's stream context and HTTP's
+				// serving goroutine (and the one it starts per request)
+				// give each request its own traceparent; HTTP/1's pool
+				// has none to give.
 				if proto == "http" && where == "pool" {
 					return
 				}

@@ -179,7 +179,11 @@ type gocallsTtGoOffsets struct {
 	MapDirlen         uint32
 	G_selectdone      uint32
 	G_atomicstatus    uint32
-	Pad1              uint32
+	H2StreamCtx       uint32
+	H2MetaFields      uint32
+	H2HfName          uint32
+	H2HfValue         uint32
+	H2HfSize          uint32
 	_                 [4]byte
 }
 
@@ -204,6 +208,7 @@ const (
 	gocallsMapGoProcs             = "go_procs"
 	gocallsMapGoSpanTypes         = "go_span_types"
 	gocallsMapGrpcTp              = "grpc_tp"
+	gocallsMapH2StreamTp          = "h2_stream_tp"
 	gocallsMapHttpConnCtx         = "http_conn_ctx"
 	gocallsMapHttpTp              = "http_tp"
 	gocallsProgGoDialEntry        = "go_dial_entry"
@@ -286,6 +291,7 @@ type gocallsMapSpecs struct {
 	GoProcs     *ebpf.MapSpec `ebpf:"go_procs"`
 	GoSpanTypes *ebpf.MapSpec `ebpf:"go_span_types"`
 	GrpcTp      *ebpf.MapSpec `ebpf:"grpc_tp"`
+	H2StreamTp  *ebpf.MapSpec `ebpf:"h2_stream_tp"`
 	HttpConnCtx *ebpf.MapSpec `ebpf:"http_conn_ctx"`
 	HttpTp      *ebpf.MapSpec `ebpf:"http_tp"`
 }
@@ -332,6 +338,7 @@ type gocallsMaps struct {
 	GoProcs     *ebpf.Map `ebpf:"go_procs"`
 	GoSpanTypes *ebpf.Map `ebpf:"go_span_types"`
 	GrpcTp      *ebpf.Map `ebpf:"grpc_tp"`
+	H2StreamTp  *ebpf.Map `ebpf:"h2_stream_tp"`
 	HttpConnCtx *ebpf.Map `ebpf:"http_conn_ctx"`
 	HttpTp      *ebpf.Map `ebpf:"http_tp"`
 }
@@ -349,6 +356,7 @@ func (m *gocallsMaps) Close() error {
 		m.GoProcs,
 		m.GoSpanTypes,
 		m.GrpcTp,
+		m.H2StreamTp,
 		m.HttpConnCtx,
 		m.HttpTp,
 	)

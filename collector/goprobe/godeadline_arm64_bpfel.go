@@ -243,7 +243,11 @@ type godeadlineTtGoOffsets struct {
 	MapDirlen         uint32
 	G_selectdone      uint32
 	G_atomicstatus    uint32
-	Pad1              uint32
+	H2StreamCtx       uint32
+	H2MetaFields      uint32
+	H2HfName          uint32
+	H2HfValue         uint32
+	H2HfSize          uint32
 	_                 [4]byte
 }
 
@@ -261,6 +265,7 @@ const (
 	godeadlineTtGoTpSourceTT_TP_GRPC      godeadlineTtGoTpSource = 2
 	godeadlineTtGoTpSourceTT_TP_GOROUTINE godeadlineTtGoTpSource = 3
 	godeadlineTtGoTpSourceTT_TP_STALE     godeadlineTtGoTpSource = 4
+	godeadlineTtGoTpSourceTT_TP_HTTP2     godeadlineTtGoTpSource = 5
 )
 
 type godeadlineTtGoTraceStatus uint32
@@ -290,6 +295,7 @@ const (
 	godeadlineMapGoProcs              = "go_procs"
 	godeadlineMapGoSpanTypes          = "go_span_types"
 	godeadlineMapGrpcTp               = "grpc_tp"
+	godeadlineMapH2StreamTp           = "h2_stream_tp"
 	godeadlineMapHttpConnCtx          = "http_conn_ctx"
 	godeadlineMapHttpTp               = "http_tp"
 	godeadlineProgGoCreateEntry       = "go_create_entry"
@@ -378,6 +384,7 @@ type godeadlineMapSpecs struct {
 	GoProcs     *ebpf.MapSpec `ebpf:"go_procs"`
 	GoSpanTypes *ebpf.MapSpec `ebpf:"go_span_types"`
 	GrpcTp      *ebpf.MapSpec `ebpf:"grpc_tp"`
+	H2StreamTp  *ebpf.MapSpec `ebpf:"h2_stream_tp"`
 	HttpConnCtx *ebpf.MapSpec `ebpf:"http_conn_ctx"`
 	HttpTp      *ebpf.MapSpec `ebpf:"http_tp"`
 }
@@ -434,6 +441,7 @@ type godeadlineMaps struct {
 	GoProcs     *ebpf.Map `ebpf:"go_procs"`
 	GoSpanTypes *ebpf.Map `ebpf:"go_span_types"`
 	GrpcTp      *ebpf.Map `ebpf:"grpc_tp"`
+	H2StreamTp  *ebpf.Map `ebpf:"h2_stream_tp"`
 	HttpConnCtx *ebpf.Map `ebpf:"http_conn_ctx"`
 	HttpTp      *ebpf.Map `ebpf:"http_tp"`
 }
@@ -451,6 +459,7 @@ func (m *godeadlineMaps) Close() error {
 		m.GoProcs,
 		m.GoSpanTypes,
 		m.GrpcTp,
+		m.H2StreamTp,
 		m.HttpConnCtx,
 		m.HttpTp,
 	)

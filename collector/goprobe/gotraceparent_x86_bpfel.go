@@ -137,7 +137,11 @@ type gotraceparentTtGoOffsets struct {
 	MapDirlen         uint32
 	G_selectdone      uint32
 	G_atomicstatus    uint32
-	Pad1              uint32
+	H2StreamCtx       uint32
+	H2MetaFields      uint32
+	H2HfName          uint32
+	H2HfValue         uint32
+	H2HfSize          uint32
 	_                 [4]byte
 }
 
@@ -159,10 +163,13 @@ const (
 	gotraceparentMapGoProcs            = "go_procs"
 	gotraceparentMapGoSpanTypes        = "go_span_types"
 	gotraceparentMapGrpcTp             = "grpc_tp"
+	gotraceparentMapH2StreamTp         = "h2_stream_tp"
 	gotraceparentMapHttpConnCtx        = "http_conn_ctx"
 	gotraceparentMapHttpTp             = "http_tp"
 	gotraceparentMapNewprocParent      = "newproc_parent"
 	gotraceparentProgGoGrpcHeaders     = "go_grpc_headers"
+	gotraceparentProgGoH2ServerClose   = "go_h2_server_close"
+	gotraceparentProgGoH2ServerHeaders = "go_h2_server_headers"
 	gotraceparentProgGoHttpConnRequest = "go_http_conn_request"
 	gotraceparentProgGoHttpHeader      = "go_http_header"
 	gotraceparentProgGoHttpRequest     = "go_http_request"
@@ -214,6 +221,8 @@ type gotraceparentSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type gotraceparentProgramSpecs struct {
 	GoGrpcHeaders     *ebpf.ProgramSpec `ebpf:"go_grpc_headers"`
+	GoH2ServerClose   *ebpf.ProgramSpec `ebpf:"go_h2_server_close"`
+	GoH2ServerHeaders *ebpf.ProgramSpec `ebpf:"go_h2_server_headers"`
 	GoHttpConnRequest *ebpf.ProgramSpec `ebpf:"go_http_conn_request"`
 	GoHttpHeader      *ebpf.ProgramSpec `ebpf:"go_http_header"`
 	GoHttpRequest     *ebpf.ProgramSpec `ebpf:"go_http_request"`
@@ -233,6 +242,7 @@ type gotraceparentMapSpecs struct {
 	GoProcs       *ebpf.MapSpec `ebpf:"go_procs"`
 	GoSpanTypes   *ebpf.MapSpec `ebpf:"go_span_types"`
 	GrpcTp        *ebpf.MapSpec `ebpf:"grpc_tp"`
+	H2StreamTp    *ebpf.MapSpec `ebpf:"h2_stream_tp"`
 	HttpConnCtx   *ebpf.MapSpec `ebpf:"http_conn_ctx"`
 	HttpTp        *ebpf.MapSpec `ebpf:"http_tp"`
 	NewprocParent *ebpf.MapSpec `ebpf:"newproc_parent"`
@@ -273,6 +283,7 @@ type gotraceparentMaps struct {
 	GoProcs       *ebpf.Map `ebpf:"go_procs"`
 	GoSpanTypes   *ebpf.Map `ebpf:"go_span_types"`
 	GrpcTp        *ebpf.Map `ebpf:"grpc_tp"`
+	H2StreamTp    *ebpf.Map `ebpf:"h2_stream_tp"`
 	HttpConnCtx   *ebpf.Map `ebpf:"http_conn_ctx"`
 	HttpTp        *ebpf.Map `ebpf:"http_tp"`
 	NewprocParent *ebpf.Map `ebpf:"newproc_parent"`
@@ -288,6 +299,7 @@ func (m *gotraceparentMaps) Close() error {
 		m.GoProcs,
 		m.GoSpanTypes,
 		m.GrpcTp,
+		m.H2StreamTp,
 		m.HttpConnCtx,
 		m.HttpTp,
 		m.NewprocParent,
@@ -306,6 +318,8 @@ type gotraceparentVariables struct {
 // It can be passed to loadGotraceparentObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gotraceparentPrograms struct {
 	GoGrpcHeaders     *ebpf.Program `ebpf:"go_grpc_headers"`
+	GoH2ServerClose   *ebpf.Program `ebpf:"go_h2_server_close"`
+	GoH2ServerHeaders *ebpf.Program `ebpf:"go_h2_server_headers"`
 	GoHttpConnRequest *ebpf.Program `ebpf:"go_http_conn_request"`
 	GoHttpHeader      *ebpf.Program `ebpf:"go_http_header"`
 	GoHttpRequest     *ebpf.Program `ebpf:"go_http_request"`
@@ -316,6 +330,8 @@ type gotraceparentPrograms struct {
 func (p *gotraceparentPrograms) Close() error {
 	return _GotraceparentClose(
 		p.GoGrpcHeaders,
+		p.GoH2ServerClose,
+		p.GoH2ServerHeaders,
 		p.GoHttpConnRequest,
 		p.GoHttpHeader,
 		p.GoHttpRequest,

@@ -48,6 +48,55 @@ func (p *Process) resolveHTTP() []site {
 	return sites
 }
 
+// resolveHTTP2Server finds where net/http's HTTP/2 server turns a stream's
+// HEADERS into a request, and where it closes a stream: the inbound
+// traceparent is kept by the stream's context (gotraceparent.bpf.c). The
+// server moved to net/http/internal/http2 in Go 1.27. Optional: logged.
+func (p *Process) resolveHTTP2Server(offs *godeadlineTtGoOffsets) []site {
+	for _, v := range []struct{ conn, stream, frame string }{
+		{"net/http.(*http2serverConn)", "net/http.http2stream", "net/http.http2MetaHeadersFrame"},
+		{"net/http/internal/http2.(*serverConn)", "net/http/internal/http2.stream", "net/http/internal/http2.MetaHeadersFrame"},
+	} {
+		hdr, err := p.bin.Func(v.conn + ".newWriterAndRequest")
+		if err != nil {
+			continue
+		}
+		fail := func(err error) []site {
+			p.log.Info("no inbound traceparent from net/http's HTTP/2 server", "err", err)
+			return nil
+		}
+		cls, err := p.bin.Func(v.conn + ".closeStream")
+		if err != nil {
+			return fail(err)
+		}
+		var f [5]int64
+		const hf = "vendor/golang.org/x/net/http2/hpack.HeaderField"
+		for i, fr := range [][2]string{{v.stream, "ctx"}, {v.frame, "Fields"}, {hf, "Name"}, {hf, "Value"}, {hf, "Sensitive"}} {
+			if f[i], err = p.bin.FieldOffset(fr[0], fr[1]); err != nil {
+				return fail(err)
+			}
+		}
+		var sites []site
+		for _, s := range []struct {
+			name string
+			prog *ebpf.Program
+			fn   gobin.Func
+		}{{"go_h2_server_headers", p.objs.traceparent.GoH2ServerHeaders, hdr}, {"go_h2_server_close", p.objs.traceparent.GoH2ServerClose, cls}} {
+			addr, err := p.bin.AfterPrologue(s.fn)
+			if err != nil {
+				return fail(err)
+			}
+			sites = append(sites, site{s.name, s.prog, addr})
+		}
+		offs.H2StreamCtx, offs.H2MetaFields, offs.H2HfName, offs.H2HfValue = uint32(f[0]), uint32(f[1]), uint32(f[2]), uint32(f[3])
+		// {Name, Value string; Sensitive bool}: the bool's offset plus
+		// one, rounded up to the pointer size.
+		offs.H2HfSize = uint32((f[4] + 8) / 8 * 8)
+		return sites
+	}
+	return nil
+}
+
 // resolveRoundTrip finds what binding a net/http request to its connection
 // needs: persistConn.roundTrip, the field chain persistConn.conn ->
 // *net.TCPConn -> netFD -> Sysfd, and *net.TCPConn's itab. Missing pieces
