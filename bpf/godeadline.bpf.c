@@ -704,7 +704,7 @@ static __always_inline int grpc_stream_traceparent(__u32 tgid, __u64 tab, __u64 
 static __always_inline int h2_stream_traceparent(__u32 tgid, const struct tt_go_offsets *off, __u64 tab, __u64 data,
 						 struct creation *cr)
 {
-	if (!off->h2_stream_ctx)
+	if (!off->h2_stream_ctx[0] && !off->h2_stream_ctx[1])
 		return 0;
 	struct ctx_walk w = ctx_walk(tgid, tab, data);
 	while (ctx_next(&w)) {

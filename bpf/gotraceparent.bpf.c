@@ -116,48 +116,73 @@ static __always_inline int find_traceparent(__u64 fields, __u64 n, __u32 name_of
 }
 
 /*
- * net/http's HTTP/2 server: (*http2serverConn).newWriterAndRequest(sc, st,
- * f *MetaHeadersFrame) (net/http/internal/http2.(*serverConn) since Go
- * 1.27), on the connection's serve goroutine, once per inbound stream. The
- * handler runs on a goroutine of its own, maybe started later (a
- * connection's handlers beyond its stream limit wait), so the traceparent
- * is kept by the stream's context, which the request's context is: a
- * deadline whose chain holds it is this request's (go_create_entry).
+ * An HTTP/2 server's newWriterAndRequest(sc, st, f *MetaHeadersFrame), on
+ * the connection's serve goroutine, once per inbound stream; impl indexes
+ * the layouts (tt_go_offsets.h2_*). The handler runs on a goroutine of its
+ * own, maybe started later (a connection's handlers beyond its stream
+ * limit wait), so the traceparent is kept by the stream's context, which
+ * the request's context is: a deadline whose chain holds it is this
+ * request's (go_create_entry).
  */
-SEC("uprobe")
-int go_h2_server_headers(struct pt_regs *ctx)
+static __always_inline int h2_server_headers(struct pt_regs *ctx, int impl)
 {
 	hit(TT_GO_HIT_HTTP_HEADER);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
-	if (!off || !off->h2_stream_ctx)
+	if (!off || !off->h2_stream_ctx[impl])
 		return 0;
 	__u64 frame = GO_ARG3(ctx);
-	struct pid_ptr key = {.pid = tgid, .ptr = read_u64(GO_ARG2(ctx) + off->h2_stream_ctx + 8)};
+	struct pid_ptr key = {.pid = tgid, .ptr = read_u64(GO_ARG2(ctx) + off->h2_stream_ctx[impl] + 8)};
 	if (!key.ptr)
 		return 0;
 	struct traceparent tp = {.src = TT_TP_HTTP2};
-	if (find_traceparent(read_u64(frame + off->h2_meta_fields), read_u64(frame + off->h2_meta_fields + 8),
-			     off->h2_hf_name, off->h2_hf_value, off->h2_hf_size, &tp))
+	__u32 fo = off->h2_meta_fields[impl];
+	if (find_traceparent(read_u64(frame + fo), read_u64(frame + fo + 8), off->h2_hf_name[impl], off->h2_hf_value[impl],
+			     off->h2_hf_size[impl], &tp))
 		bpf_map_update_elem(&h2_stream_tp, &key, &tp, BPF_ANY);
 	else
 		bpf_map_delete_elem(&h2_stream_tp, &key);
 	return 0;
 }
 
-/* (*http2serverConn).closeStream(sc, st, err): the stream's entry goes
- * before its context can be freed and its address given to another. */
-SEC("uprobe")
-int go_h2_server_close(struct pt_regs *ctx)
+/* Its closeStream(sc, st, err): the stream's entry goes before its context
+ * can be freed and its address given to another. */
+static __always_inline int h2_server_close(struct pt_regs *ctx, int impl)
 {
 	hit(TT_GO_HIT_HTTP_REQUEST);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
-	if (!off || !off->h2_stream_ctx)
+	if (!off || !off->h2_stream_ctx[impl])
 		return 0;
-	struct pid_ptr key = {.pid = tgid, .ptr = read_u64(GO_ARG2(ctx) + off->h2_stream_ctx + 8)};
+	struct pid_ptr key = {.pid = tgid, .ptr = read_u64(GO_ARG2(ctx) + off->h2_stream_ctx[impl] + 8)};
 	bpf_map_delete_elem(&h2_stream_tp, &key);
 	return 0;
+}
+
+/* The standard library's HTTP/2 server. */
+SEC("uprobe")
+int go_h2_server_headers(struct pt_regs *ctx)
+{
+	return h2_server_headers(ctx, 0);
+}
+
+SEC("uprobe")
+int go_h2_server_close(struct pt_regs *ctx)
+{
+	return h2_server_close(ctx, 0);
+}
+
+/* golang.org/x/net/http2's. */
+SEC("uprobe")
+int go_xh2_server_headers(struct pt_regs *ctx)
+{
+	return h2_server_headers(ctx, 1);
+}
+
+SEC("uprobe")
+int go_xh2_server_close(struct pt_regs *ctx)
+{
+	return h2_server_close(ctx, 1);
 }
 
 /*

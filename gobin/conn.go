@@ -132,3 +132,81 @@ func (b *Binary) connWrappers() ([]ConnWrapper, error) {
 	}
 	return out, errors.Join(errs...)
 }
+
+// HTTP2Server is where one HTTP/2 server implementation turns a stream's
+// HEADERS into a request, newWriterAndRequest(sc, st, f), on the
+// connection's serve goroutine, and where it closes a stream,
+// closeStream(sc, st, err): the stream's context.Context is StreamCtx
+// bytes into st (the request's context is that context), the frame's
+// decoded fields ([]hpack.HeaderField) MetaFields bytes into f, each field
+// FieldSize bytes with its name and value strings at FieldName and
+// FieldValue.
+type HTTP2Server struct {
+	Impl                             string // as HTTP2Client.Impl
+	Std                              bool
+	NewWriterAndRequest, CloseStream Func
+	StreamCtx, MetaFields            int64
+	FieldName, FieldValue, FieldSize int64
+}
+
+// The HTTP/2 servers the probes know: the standard library's (bundled into
+// net/http, serving HTTPS by ALPN; net/http/internal/http2 since Go 1.27)
+// and golang.org/x/net/http2's (http2.ConfigureServer: Caddy, h2c).
+var http2Servers = []struct {
+	impl, recv, stream, frame, hpack string
+	module, std                      bool
+}{
+	{"net/http", "net/http.(*http2serverConn)", "net/http.http2stream", "net/http.http2MetaHeadersFrame", stdHpack, false, true},
+	{"net/http/internal/http2", "net/http/internal/http2.(*serverConn)", "net/http/internal/http2.stream",
+		"net/http/internal/http2.MetaHeadersFrame", stdHpack, false, true},
+	{http2Pkg, http2Pkg + ".(*serverConn)", http2Pkg + ".stream", http2Pkg + ".MetaHeadersFrame", hpackPkg, true, false},
+}
+
+// stdHpack is the standard library's vendored copy of x/net's hpack.
+const stdHpack = "vendor/golang.org/x/net/http2/hpack"
+
+// HTTP2Servers resolves the HTTP/2 servers linked into the binary, as
+// HTTP2Clients does the clients: one absent is left out, one whose layout
+// is not known is an error, joined.
+func (b *Binary) HTTP2Servers() ([]HTTP2Server, error) {
+	var out []HTTP2Server
+	var errs []error
+	for _, c := range http2Servers {
+		hdr, err := b.Func(c.recv + ".newWriterAndRequest")
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		var cls Func
+		if err == nil {
+			cls, err = b.Func(c.recv + ".closeStream")
+		}
+		s := HTTP2Server{Impl: c.impl, Std: c.std, NewWriterAndRequest: hdr, CloseStream: cls}
+		var sensitive int64
+		for _, f := range []struct {
+			typ, path string
+			dst       *int64
+		}{
+			{c.stream, "ctx", &s.StreamCtx}, {c.frame, "Fields", &s.MetaFields},
+			{c.hpack + ".HeaderField", "Name", &s.FieldName}, {c.hpack + ".HeaderField", "Value", &s.FieldValue},
+			{c.hpack + ".HeaderField", "Sensitive", &sensitive},
+		} {
+			if err != nil {
+				break
+			}
+			if c.module {
+				*f.dst, err = b.grpcOffset(f.typ, f.path)
+			} else {
+				*f.dst, err = b.FieldOffset(f.typ, f.path)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("HTTP/2 server %s: %w", c.impl, err))
+			continue
+		}
+		// {Name, Value string; Sensitive bool}: the bool's offset plus
+		// one, rounded up to the pointer size.
+		s.FieldSize = (sensitive + int64(b.ptr)) / int64(b.ptr) * int64(b.ptr)
+		out = append(out, s)
+	}
+	return out, errors.Join(errs...)
+}

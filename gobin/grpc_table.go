@@ -58,6 +58,9 @@ func GRPCProbeFields() []GRPCFieldRef {
 		{modXNet, hpackPkg + ".HeaderField", "Name"},
 		{modXNet, hpackPkg + ".HeaderField", "Value"},
 		{modXNet, hpackPkg + ".HeaderField", "Sensitive"},
+		// x/net's HTTP/2 server: the stream's context, which its
+		// request's is (the inbound traceparent is kept by it).
+		{modXNet, http2Pkg + ".stream", "ctx"},
 	}
 }
 

@@ -54,15 +54,18 @@ struct tt_go_offsets {
 	/* runtime.g.atomicstatus, 0: unknown (the deadline's creator is not
 	 * read at the expiry: a running goroutine's saved stack is stale). */
 	__u32 g_atomicstatus;
-	/* net/http's HTTP/2 server (0 in h2_stream_ctx: not probed): the
+	/* The HTTP/2 servers: [0] the standard library's (bundled into
+	 * net/http; net/http/internal/http2 since Go 1.27), [1]
+	 * golang.org/x/net/http2's; 0 in h2_stream_ctx: not probed. The
 	 * stream's context (an interface: data word at +8), the HEADERS
 	 * frame's decoded fields ([]hpack.HeaderField) and the field's
 	 * layout. */
-	__u32 h2_stream_ctx;
-	__u32 h2_meta_fields;
-	__u32 h2_hf_name;
-	__u32 h2_hf_value;
-	__u32 h2_hf_size;
+	__u32 h2_stream_ctx[2];
+	__u32 h2_meta_fields[2];
+	__u32 h2_hf_name[2];
+	__u32 h2_hf_value[2];
+	__u32 h2_hf_size[2];
+	__u32 pad1;
 };
 
 /*

@@ -4,9 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -122,6 +131,10 @@ type realEnv struct {
 	// says (vegeta's results): the calls that ended after the agent
 	// attached are the ones it must have seen.
 	ends []time.Time
+	// traces: the trace IDs of the requests the driver sent with an
+	// inbound traceparent (nil: none sent). A report's trace ID must be
+	// one of them, and each at most once (one deadline per request).
+	traces map[string]bool
 }
 
 // httpClient is an HTTP client of the test that dials from the client
@@ -130,6 +143,91 @@ func (e *realEnv) httpClient(timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) { return e.p.Dial(ctx, network, addr) },
 	}}
+}
+
+// caddy drives Caddy as a reverse proxy in front of the lab's HTTP server,
+// dialing it under reverse_proxy's dial_timeout (net.Dialer's Timeout: a
+// context deadline around the connect, below the request's context).
+// Blackholed, each request's dial expires; the reports must name the
+// upstream, not the caller whose request Caddy was serving, and carry
+// that request's inbound traceparent (Caddy has no tracing configured).
+// With h2 its callers speak HTTP/2 over TLS (a self-signed certificate).
+func (e *realEnv) caddy(h2 bool) (int, string) {
+	listen := net.JoinHostPort(e.p.ClientAddr.String(), "9180")
+	site, scheme := "http://"+listen+" {\n", "http"
+	hc := e.httpClient(10 * time.Second)
+	if h2 {
+		cert, key := selfSignedFiles(e.t, e.dir, e.p.ClientAddr.String())
+		site, scheme = "https://"+listen+" {\n\ttls "+cert+" "+key+"\n", "https"
+		tr := hc.Transport.(*http.Transport)
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+		tr.ForceAttemptHTTP2 = true
+	}
+	cfg := filepath.Join(e.dir, "Caddyfile")
+	os.WriteFile(cfg, []byte("{\n\tadmin off\n\tauto_https disable_redirects\n\tpersist_config off\n}\n"+
+		site+"\treverse_proxy http://"+e.http+" {\n\t\ttransport http {\n\t\t\tdial_timeout 1s\n\t\t}\n\t}\n}\n"), 0o644)
+	cmd, out := e.start("run", "--config", cfg, "--adapter", "caddyfile")
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		c, err := e.p.Dial(e.ctx, "tcp", listen)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("caddy not listening: %s", out.String())
+		}
+	}
+	e.waitTraced(cmd.Process.Pid)
+	// Two callers, 4 requests each, one after another: kept-alive inbound
+	// connections (over HTTP/2: one, its streams side by side) beside the
+	// upstream dials. Each request has a traceparent of its own.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	n, protos := 0, map[string]int{}
+	e.traces = map[string]bool{}
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				var id [24]byte
+				rand.Read(id[:])
+				trace := hex.EncodeToString(id[:16])
+				req, _ := http.NewRequestWithContext(e.ctx, "GET", scheme+"://"+listen+"/work", nil)
+				req.Header.Set("traceparent", "00-"+trace+"-"+hex.EncodeToString(id[16:])+"-01")
+				resp, err := hc.Do(req)
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				protos[resp.Proto]++
+				if resp.StatusCode == http.StatusBadGateway {
+					n++
+					e.ends = append(e.ends, time.Now())
+					e.traces[trace] = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	e.t.Logf("caddy: responses by protocol %v", protos)
+	if h2 && protos["HTTP/2.0"] == 0 {
+		e.t.Errorf("caddy over HTTPS answered no request over HTTP/2: %v", protos)
+	}
+	sample := ""
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.Contains(l, "i/o timeout") {
+			sample = l
+		}
+	}
+	if c := strings.Count(out.String(), "i/o timeout"); c != n {
+		e.t.Logf("caddy: %d responses 502, %d log lines saying i/o timeout", n, c)
+	}
+	return n, sample
 }
 
 // start runs the program in the client namespace, its output collected.
@@ -282,67 +380,10 @@ var realCases = []realCase{
 		return e.oneShots(5, isTimeoutText, "span", "--traces-endpoint", "http://"+e.http+"/work", "--protocol", "http/protobuf",
 			"--timeout", "1500ms", "--name", "probe", "--service", "tt-realprog", "--fail", "--verbose")
 	}},
-	{"caddy", "", []realFault{faultBlackhole}, func(e *realEnv) (int, string) {
-		// The server side: Caddy proxies the lab's HTTP server, and
-		// dials it under reverse_proxy's dial_timeout (net.Dialer's
-		// Timeout: a context deadline around the connect). Blackholed,
-		// each request's dial expires; the reports must name the
-		// upstream, not the caller whose request Caddy was serving.
-		listen := net.JoinHostPort(e.p.ClientAddr.String(), "9180")
-		cfg := filepath.Join(e.dir, "Caddyfile")
-		os.WriteFile(cfg, []byte("{\n\tadmin off\n\tauto_https off\n\tpersist_config off\n}\n"+
-			"http://"+listen+" {\n\treverse_proxy http://"+e.http+" {\n\t\ttransport http {\n\t\t\tdial_timeout 1s\n\t\t}\n\t}\n}\n"), 0o644)
-		cmd, out := e.start("run", "--config", cfg, "--adapter", "caddyfile")
-		defer func() { cmd.Process.Kill(); cmd.Wait() }()
-		hc := e.httpClient(10 * time.Second)
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			c, err := e.p.Dial(e.ctx, "tcp", listen)
-			if err == nil {
-				c.Close()
-				break
-			}
-			if time.Now().After(deadline) {
-				e.t.Fatalf("caddy not listening: %s", out.String())
-			}
-		}
-		e.waitTraced(cmd.Process.Pid)
-		// Two callers, 4 requests each, one after another: keep-alive
-		// inbound connections beside the upstream dials.
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		n := 0
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 4 {
-					resp, err := hc.Get("http://" + listen + "/work")
-					if err != nil {
-						continue
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode == http.StatusBadGateway {
-						mu.Lock()
-						n++
-						e.ends = append(e.ends, time.Now())
-						mu.Unlock()
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		sample := ""
-		for _, l := range strings.Split(out.String(), "\n") {
-			if strings.Contains(l, "i/o timeout") {
-				sample = l
-			}
-		}
-		if c := strings.Count(out.String(), "i/o timeout"); c != n {
-			e.t.Logf("caddy: %d responses 502, %d log lines saying i/o timeout", n, c)
-		}
-		return n, sample
-	}},
+	{"caddy", "", []realFault{faultBlackhole}, func(e *realEnv) (int, string) { return e.caddy(false) }},
+	// Caddy over HTTPS: its callers speak HTTP/2 (ALPN), the
+	// traceparent comes from the stream's HEADERS.
+	{"caddy", "caddy-h2", []realFault{faultBlackhole}, func(e *realEnv) (int, string) { return e.caddy(true) }},
 	{"etcdctl", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		// A database CLI against a real etcd: each run dials (1 s, a
 		// blocking dial under its own deadline) and puts a key (1.5 s).
@@ -490,6 +531,10 @@ type realRow struct {
 	unknown, wrong      int
 	classes, confidence map[string]int
 	sample              string
+	// Reports with a trace ID, and of those the wrong ones (not a
+	// request the driver sent, or one reported twice), when the driver
+	// sent traceparents (-1: it did not).
+	traced, tracedWrong int
 }
 
 // TestRealPrograms drives each program of lab/realprog under its faults and
@@ -511,14 +556,18 @@ func TestRealPrograms(t *testing.T) {
 	}
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "program\tfault\ttimeouts (own output)\treported\tafter attach (own/reported)\tunwaited\twaiting_at\tbudget_ms\tright (exact/probable)\tright (ambiguous)\tunknown\twrong\tclasses\tconfidence")
+	fmt.Fprintln(tw, "program\tfault\ttimeouts (own output)\treported\tafter attach (own/reported)\tunwaited\twaiting_at\tbudget_ms\tright (exact/probable)\tright (ambiguous)\tunknown\twrong\ttrace IDs (wrong)\tclasses\tconfidence")
 	tot := realRow{}
 	for _, r := range rows {
 		after := "-"
 		if r.afterAttach >= 0 {
 			after = fmt.Sprintf("%d/%d", r.afterAttach, r.reportedAfter)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", r.prog, r.fault, r.logged, r.reported, after, r.unwaited, r.waitingAt, r.budget, r.right, r.rightAmb, r.unknown, r.wrong, fmtCounts(r.classes), fmtCounts(r.confidence))
+		traced := "-"
+		if r.traced >= 0 {
+			traced = fmt.Sprintf("%d (%d)", r.traced, r.tracedWrong)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.prog, r.fault, r.logged, r.reported, after, r.unwaited, r.waitingAt, r.budget, r.right, r.rightAmb, r.unknown, r.wrong, traced, fmtCounts(r.classes), fmtCounts(r.confidence))
 		tot.logged += r.logged
 		tot.reported += r.reported
 		tot.right += r.right
@@ -529,7 +578,7 @@ func TestRealPrograms(t *testing.T) {
 		tot.unknown += r.unknown
 		tot.wrong += r.wrong
 	}
-	fmt.Fprintf(tw, "total\t\t%d\t%d\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\n", tot.logged, tot.reported, tot.unwaited, tot.waitingAt, tot.budget, tot.right, tot.rightAmb, tot.unknown, tot.wrong)
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\n", tot.logged, tot.reported, tot.unwaited, tot.waitingAt, tot.budget, tot.right, tot.rightAmb, tot.unknown, tot.wrong)
 	tw.Flush()
 	t.Logf("real programs, node agent, default detail mode:\n%s", b.String())
 }
@@ -619,7 +668,11 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	<-d.done
 
 	row := realRow{prog: c.name, fault: string(f), logged: logged, sample: sample, classes: map[string]int{}, confidence: map[string]int{},
-		afterAttach: -1}
+		afterAttach: -1, traced: -1}
+	if e.traces != nil {
+		row.traced = 0
+	}
+	traceSeen := map[string]bool{}
 	ours := map[int]bool{}
 	for _, pid := range e.pids {
 		ours[pid] = true
@@ -688,8 +741,16 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 		if r.BudgetMs != nil {
 			row.budget++
 		}
+		if e.traces != nil && r.TraceID != "" {
+			row.traced++
+			if !e.traces[r.TraceID] || traceSeen[r.TraceID] {
+				row.tracedWrong++
+				t.Errorf("%s under %s: report at %s carries trace ID %s (source %s): not a timed-out request's, or reported twice", c.prog, f, r.Time, r.TraceID, r.TraceSource)
+			}
+			traceSeen[r.TraceID] = true
+		}
 		if os.Getenv("TT_REALPROG_LOG") != "" {
-			t.Logf("report pid %d deadline %s %s/%s, waiting_at %q (%d waiters, conns %v), caller_at %q, created_at %v, budget %s from %q: %s (%s)", r.PID, r.Deadline, r.Cause.Class, r.Cause.Confidence, r.WaitingAt, r.Waiters, r.WaitingConns, r.CallerAt, jsonOf(r.CreatedAt), jsonOf(r.BudgetMs), r.BudgetFrom, r.Cause.Summary, r.Cause.Note)
+			t.Logf("report pid %d deadline %s %s/%s, waiting_at %q (%d waiters, conns %v), caller_at %q, created_at %v, budget %s from %q, trace %q from %q (%s): %s (%s)", r.PID, r.Deadline, r.Cause.Class, r.Cause.Confidence, r.WaitingAt, r.Waiters, r.WaitingConns, r.CallerAt, jsonOf(r.CreatedAt), jsonOf(r.BudgetMs), r.BudgetFrom, r.TraceID, r.TraceSource, r.TraceNote, r.Cause.Summary, r.Cause.Note)
 		}
 		class := string(r.Cause.Class)
 		row.classes[class]++
@@ -800,4 +861,37 @@ func startReady(t *testing.T, cmd *exec.Cmd) *bufio.Reader {
 		t.Fatalf("%v not ready: %q %v", cmd.Args, line, err)
 	}
 	return br
+}
+
+// selfSignedFiles writes a throwaway ECDSA certificate for ip, and its key,
+// as PEM files in dir (a server the test starts reads them; the test's
+// clients skip verification).
+func selfSignedFiles(t *testing.T, dir, ip string) (cert, key string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tt-realprog"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP(ip)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }

@@ -179,11 +179,12 @@ type gocallsTtGoOffsets struct {
 	MapDirlen         uint32
 	G_selectdone      uint32
 	G_atomicstatus    uint32
-	H2StreamCtx       uint32
-	H2MetaFields      uint32
-	H2HfName          uint32
-	H2HfValue         uint32
-	H2HfSize          uint32
+	H2StreamCtx       [2]uint32
+	H2MetaFields      [2]uint32
+	H2HfName          [2]uint32
+	H2HfValue         [2]uint32
+	H2HfSize          [2]uint32
+	Pad1              uint32
 	_                 [4]byte
 }
 

@@ -137,11 +137,12 @@ type gotraceparentTtGoOffsets struct {
 	MapDirlen         uint32
 	G_selectdone      uint32
 	G_atomicstatus    uint32
-	H2StreamCtx       uint32
-	H2MetaFields      uint32
-	H2HfName          uint32
-	H2HfValue         uint32
-	H2HfSize          uint32
+	H2StreamCtx       [2]uint32
+	H2MetaFields      [2]uint32
+	H2HfName          [2]uint32
+	H2HfValue         [2]uint32
+	H2HfSize          [2]uint32
+	Pad1              uint32
 	_                 [4]byte
 }
 
@@ -155,27 +156,29 @@ type gotraceparentTtGoSpanType struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	gotraceparentMapDeadlines          = "deadlines"
-	gotraceparentMapGoConns            = "go_conns"
-	gotraceparentMapGoCtxItabs         = "go_ctx_itabs"
-	gotraceparentMapGoGrpc             = "go_grpc"
-	gotraceparentMapGoHits             = "go_hits"
-	gotraceparentMapGoProcs            = "go_procs"
-	gotraceparentMapGoSpanTypes        = "go_span_types"
-	gotraceparentMapGrpcTp             = "grpc_tp"
-	gotraceparentMapH2StreamTp         = "h2_stream_tp"
-	gotraceparentMapHttpConnCtx        = "http_conn_ctx"
-	gotraceparentMapHttpTp             = "http_tp"
-	gotraceparentMapNewprocParent      = "newproc_parent"
-	gotraceparentProgGoGrpcHeaders     = "go_grpc_headers"
-	gotraceparentProgGoH2ServerClose   = "go_h2_server_close"
-	gotraceparentProgGoH2ServerHeaders = "go_h2_server_headers"
-	gotraceparentProgGoHttpConnRequest = "go_http_conn_request"
-	gotraceparentProgGoHttpHeader      = "go_http_header"
-	gotraceparentProgGoHttpRequest     = "go_http_request"
-	gotraceparentProgGoNewprocEntry    = "go_newproc_entry"
-	gotraceparentProgGoNewprocRet      = "go_newproc_ret"
-	gotraceparentVarUnusedGoConnLayout = "unused_go_conn_layout"
+	gotraceparentMapDeadlines           = "deadlines"
+	gotraceparentMapGoConns             = "go_conns"
+	gotraceparentMapGoCtxItabs          = "go_ctx_itabs"
+	gotraceparentMapGoGrpc              = "go_grpc"
+	gotraceparentMapGoHits              = "go_hits"
+	gotraceparentMapGoProcs             = "go_procs"
+	gotraceparentMapGoSpanTypes         = "go_span_types"
+	gotraceparentMapGrpcTp              = "grpc_tp"
+	gotraceparentMapH2StreamTp          = "h2_stream_tp"
+	gotraceparentMapHttpConnCtx         = "http_conn_ctx"
+	gotraceparentMapHttpTp              = "http_tp"
+	gotraceparentMapNewprocParent       = "newproc_parent"
+	gotraceparentProgGoGrpcHeaders      = "go_grpc_headers"
+	gotraceparentProgGoH2ServerClose    = "go_h2_server_close"
+	gotraceparentProgGoH2ServerHeaders  = "go_h2_server_headers"
+	gotraceparentProgGoHttpConnRequest  = "go_http_conn_request"
+	gotraceparentProgGoHttpHeader       = "go_http_header"
+	gotraceparentProgGoHttpRequest      = "go_http_request"
+	gotraceparentProgGoNewprocEntry     = "go_newproc_entry"
+	gotraceparentProgGoNewprocRet       = "go_newproc_ret"
+	gotraceparentProgGoXh2ServerClose   = "go_xh2_server_close"
+	gotraceparentProgGoXh2ServerHeaders = "go_xh2_server_headers"
+	gotraceparentVarUnusedGoConnLayout  = "unused_go_conn_layout"
 )
 
 // loadGotraceparent returns the embedded CollectionSpec for gotraceparent.
@@ -220,14 +223,16 @@ type gotraceparentSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type gotraceparentProgramSpecs struct {
-	GoGrpcHeaders     *ebpf.ProgramSpec `ebpf:"go_grpc_headers"`
-	GoH2ServerClose   *ebpf.ProgramSpec `ebpf:"go_h2_server_close"`
-	GoH2ServerHeaders *ebpf.ProgramSpec `ebpf:"go_h2_server_headers"`
-	GoHttpConnRequest *ebpf.ProgramSpec `ebpf:"go_http_conn_request"`
-	GoHttpHeader      *ebpf.ProgramSpec `ebpf:"go_http_header"`
-	GoHttpRequest     *ebpf.ProgramSpec `ebpf:"go_http_request"`
-	GoNewprocEntry    *ebpf.ProgramSpec `ebpf:"go_newproc_entry"`
-	GoNewprocRet      *ebpf.ProgramSpec `ebpf:"go_newproc_ret"`
+	GoGrpcHeaders      *ebpf.ProgramSpec `ebpf:"go_grpc_headers"`
+	GoH2ServerClose    *ebpf.ProgramSpec `ebpf:"go_h2_server_close"`
+	GoH2ServerHeaders  *ebpf.ProgramSpec `ebpf:"go_h2_server_headers"`
+	GoHttpConnRequest  *ebpf.ProgramSpec `ebpf:"go_http_conn_request"`
+	GoHttpHeader       *ebpf.ProgramSpec `ebpf:"go_http_header"`
+	GoHttpRequest      *ebpf.ProgramSpec `ebpf:"go_http_request"`
+	GoNewprocEntry     *ebpf.ProgramSpec `ebpf:"go_newproc_entry"`
+	GoNewprocRet       *ebpf.ProgramSpec `ebpf:"go_newproc_ret"`
+	GoXh2ServerClose   *ebpf.ProgramSpec `ebpf:"go_xh2_server_close"`
+	GoXh2ServerHeaders *ebpf.ProgramSpec `ebpf:"go_xh2_server_headers"`
 }
 
 // gotraceparentMapSpecs contains maps before they are loaded into the kernel.
@@ -317,14 +322,16 @@ type gotraceparentVariables struct {
 //
 // It can be passed to loadGotraceparentObjects or ebpf.CollectionSpec.LoadAndAssign.
 type gotraceparentPrograms struct {
-	GoGrpcHeaders     *ebpf.Program `ebpf:"go_grpc_headers"`
-	GoH2ServerClose   *ebpf.Program `ebpf:"go_h2_server_close"`
-	GoH2ServerHeaders *ebpf.Program `ebpf:"go_h2_server_headers"`
-	GoHttpConnRequest *ebpf.Program `ebpf:"go_http_conn_request"`
-	GoHttpHeader      *ebpf.Program `ebpf:"go_http_header"`
-	GoHttpRequest     *ebpf.Program `ebpf:"go_http_request"`
-	GoNewprocEntry    *ebpf.Program `ebpf:"go_newproc_entry"`
-	GoNewprocRet      *ebpf.Program `ebpf:"go_newproc_ret"`
+	GoGrpcHeaders      *ebpf.Program `ebpf:"go_grpc_headers"`
+	GoH2ServerClose    *ebpf.Program `ebpf:"go_h2_server_close"`
+	GoH2ServerHeaders  *ebpf.Program `ebpf:"go_h2_server_headers"`
+	GoHttpConnRequest  *ebpf.Program `ebpf:"go_http_conn_request"`
+	GoHttpHeader       *ebpf.Program `ebpf:"go_http_header"`
+	GoHttpRequest      *ebpf.Program `ebpf:"go_http_request"`
+	GoNewprocEntry     *ebpf.Program `ebpf:"go_newproc_entry"`
+	GoNewprocRet       *ebpf.Program `ebpf:"go_newproc_ret"`
+	GoXh2ServerClose   *ebpf.Program `ebpf:"go_xh2_server_close"`
+	GoXh2ServerHeaders *ebpf.Program `ebpf:"go_xh2_server_headers"`
 }
 
 func (p *gotraceparentPrograms) Close() error {
@@ -337,6 +344,8 @@ func (p *gotraceparentPrograms) Close() error {
 		p.GoHttpRequest,
 		p.GoNewprocEntry,
 		p.GoNewprocRet,
+		p.GoXh2ServerClose,
+		p.GoXh2ServerHeaders,
 	)
 }
 

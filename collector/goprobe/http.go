@@ -48,53 +48,38 @@ func (p *Process) resolveHTTP() []site {
 	return sites
 }
 
-// resolveHTTP2Server finds where net/http's HTTP/2 server turns a stream's
-// HEADERS into a request, and where it closes a stream: the inbound
-// traceparent is kept by the stream's context (gotraceparent.bpf.c). The
-// server moved to net/http/internal/http2 in Go 1.27. Optional: logged.
-func (p *Process) resolveHTTP2Server(offs *godeadlineTtGoOffsets) []site {
-	for _, v := range []struct{ conn, stream, frame string }{
-		{"net/http.(*http2serverConn)", "net/http.http2stream", "net/http.http2MetaHeadersFrame"},
-		{"net/http/internal/http2.(*serverConn)", "net/http/internal/http2.stream", "net/http/internal/http2.MetaHeadersFrame"},
-	} {
-		hdr, err := p.bin.Func(v.conn + ".newWriterAndRequest")
-		if err != nil {
+// resolveHTTP2Servers finds where the HTTP/2 servers (the standard
+// library's, x/net's) turn a stream's HEADERS into a request, and where
+// they close a stream: the inbound traceparent is kept by the stream's
+// context (gotraceparent.bpf.c). Optional: one whose layout is not known is
+// logged and left out.
+func (p *Process) resolveHTTP2Servers(offs *godeadlineTtGoOffsets) []site {
+	srvs, err := p.bin.HTTP2Servers()
+	if err != nil {
+		p.log.Info("no inbound traceparent from some HTTP/2 servers", "err", err)
+	}
+	var sites []site
+	for _, s := range srvs {
+		i, hdr, cls := 0, p.objs.traceparent.GoH2ServerHeaders, p.objs.traceparent.GoH2ServerClose
+		if !s.Std {
+			i, hdr, cls = 1, p.objs.traceparent.GoXh2ServerHeaders, p.objs.traceparent.GoXh2ServerClose
+		}
+		if offs.H2StreamCtx[i] != 0 {
+			p.log.Warn("two HTTP/2 servers of one kind, the second is not read", "server", s.Impl)
 			continue
 		}
-		fail := func(err error) []site {
-			p.log.Info("no inbound traceparent from net/http's HTTP/2 server", "err", err)
-			return nil
+		a1, err1 := p.bin.AfterPrologue(s.NewWriterAndRequest)
+		a2, err2 := p.bin.AfterPrologue(s.CloseStream)
+		if err := errors.Join(err1, err2); err != nil {
+			p.log.Info("no inbound traceparent from an HTTP/2 server", "server", s.Impl, "err", err)
+			continue
 		}
-		cls, err := p.bin.Func(v.conn + ".closeStream")
-		if err != nil {
-			return fail(err)
-		}
-		var f [5]int64
-		const hf = "vendor/golang.org/x/net/http2/hpack.HeaderField"
-		for i, fr := range [][2]string{{v.stream, "ctx"}, {v.frame, "Fields"}, {hf, "Name"}, {hf, "Value"}, {hf, "Sensitive"}} {
-			if f[i], err = p.bin.FieldOffset(fr[0], fr[1]); err != nil {
-				return fail(err)
-			}
-		}
-		var sites []site
-		for _, s := range []struct {
-			name string
-			prog *ebpf.Program
-			fn   gobin.Func
-		}{{"go_h2_server_headers", p.objs.traceparent.GoH2ServerHeaders, hdr}, {"go_h2_server_close", p.objs.traceparent.GoH2ServerClose, cls}} {
-			addr, err := p.bin.AfterPrologue(s.fn)
-			if err != nil {
-				return fail(err)
-			}
-			sites = append(sites, site{s.name, s.prog, addr})
-		}
-		offs.H2StreamCtx, offs.H2MetaFields, offs.H2HfName, offs.H2HfValue = uint32(f[0]), uint32(f[1]), uint32(f[2]), uint32(f[3])
-		// {Name, Value string; Sensitive bool}: the bool's offset plus
-		// one, rounded up to the pointer size.
-		offs.H2HfSize = uint32((f[4] + 8) / 8 * 8)
-		return sites
+		names := [2][2]string{{"go_h2_server_headers", "go_h2_server_close"}, {"go_xh2_server_headers", "go_xh2_server_close"}}[i]
+		sites = append(sites, site{names[0], hdr, a1}, site{names[1], cls, a2})
+		offs.H2StreamCtx[i], offs.H2MetaFields[i] = uint32(s.StreamCtx), uint32(s.MetaFields)
+		offs.H2HfName[i], offs.H2HfValue[i], offs.H2HfSize[i] = uint32(s.FieldName), uint32(s.FieldValue), uint32(s.FieldSize)
 	}
-	return nil
+	return sites
 }
 
 // resolveRoundTrip finds what binding a net/http request to its connection

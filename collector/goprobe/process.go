@@ -204,7 +204,7 @@ func (p *Process) resolve() (godeadlineTtGoOffsets, error) {
 		return offs, fmt.Errorf("find the returns of %s: %v", ds.Constructor.Name, err)
 	}
 	p.httpSites = p.resolveHTTP()
-	p.httpSites = append(p.httpSites, p.resolveHTTP2Server(&offs)...)
+	p.httpSites = append(p.httpSites, p.resolveHTTP2Servers(&offs)...)
 	p.resolveOTel(&offs)
 	p.resolveWrappers()
 	p.resolveRoundTrip(&offs)

@@ -179,9 +179,9 @@ import (
 	"google.golang.org/grpc/health"
 )
 
-// keep links x/net's HTTP/2 client and grpc-go's TLS credentials (their
-// handshake wraps the connection in a syscallConn).
-var keep = []any{(&http2.Transport{}).RoundTrip, credentials.NewTLS(nil)}
+// keep links x/net's HTTP/2 client and server (its stream) and grpc-go's
+// TLS credentials (their handshake wraps the connection in a syscallConn).
+var keep = []any{(&http2.Transport{}).RoundTrip, (&http2.Server{}).ServeConn, credentials.NewTLS(nil)}
 
 func main() {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
