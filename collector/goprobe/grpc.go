@@ -21,8 +21,8 @@ type extProbes struct {
 	waitFrames                 []string // the functions in conns.Wait*, in order
 	// dialAt is where a dial found through its AfterFunc (not parked, no
 	// stack) waited: net's (*netFD).connect and its file.
-	dialAt string
-	lateCookieErrs             uint64   // bound connections whose cookie could not be resolved late (under Process.mu)
+	dialAt         string
+	lateCookieErrs uint64 // bound connections whose cookie could not be resolved late (under Process.mu)
 	// Waiting frames read at expiries whose receiver's spill slot was not
 	// live there (not used), and whose socket had no cookie yet (under
 	// Process.mu).
