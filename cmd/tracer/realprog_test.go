@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -384,6 +385,21 @@ var realCases = []realCase{
 	// Caddy over HTTPS: its callers speak HTTP/2 (ALPN), the
 	// traceparent comes from the stream's HEADERS.
 	{"caddy", "caddy-h2", []realFault{faultBlackhole}, func(e *realEnv) (int, string) { return e.caddy(true) }},
+	{"goose", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
+		// A database migration CLI (database/sql over pgx v5) against a
+		// real PostgreSQL, under -timeout (a context deadline over its
+		// whole run): a migration whose query runs 4 s (the peer is
+		// slow: pgx's context watcher cancels it at the deadline), or a
+		// blackholed server (the connect). The migration fails, so each
+		// run tries it again.
+		ep := e.postgres()
+		dir := filepath.Join(e.dir, "migrations")
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "00001_slow.sql"), []byte("-- +goose Up\nSELECT pg_sleep(4);\n"), 0o644)
+		host, port, _ := net.SplitHostPort(ep)
+		return e.oneShots(5, isTimeoutText, "-dir", dir, "-timeout", "1500ms", "postgres",
+			"host="+host+" port="+port+" user=postgres dbname=postgres sslmode=disable", "up")
+	}},
 	{"etcdctl", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		// A database CLI against a real etcd: each run dials (1 s, a
 		// blocking dial under its own deadline) and puts a key (1.5 s).
@@ -437,6 +453,70 @@ func (e *realEnv) etcd() string {
 		}
 	case faultBlackhole:
 		if err := e.p.Blackhole(2379); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return ep
+}
+
+// postgres starts a real PostgreSQL server (Debian's) in the server
+// namespace, its data in a fresh cluster, trusting every local and lab
+// connection; blackholed under faultBlackhole. It returns its address.
+func (e *realEnv) postgres() string {
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	if len(bins) == 0 {
+		e.t.Fatal("no PostgreSQL server (/usr/lib/postgresql/*/bin/postgres): install Debian's postgresql (.ci/deps does)")
+	}
+	bin := bins[len(bins)-1]
+	initdb := filepath.Join(filepath.Dir(bin), "initdb")
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	// Not under the test's temporary directory: its parent is private to
+	// root, and PostgreSQL refuses to run as root.
+	data, err := os.MkdirTemp("", "tt-pg-")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { os.RemoveAll(data) })
+	os.Chmod(data, 0o700)
+	os.Chown(data, uid, gid)
+	if out, err := exec.Command("runuser", "-u", "postgres", "--", initdb, "-D", data, "-A", "trust", "-U", "postgres", "--no-sync").CombinedOutput(); err != nil {
+		e.t.Fatalf("initdb: %v: %s", err, out)
+	}
+	os.WriteFile(filepath.Join(data, "pg_hba.conf"), []byte("local all all trust\nhost all all 0.0.0.0/0 trust\n"), 0o600)
+	os.Chown(filepath.Join(data, "pg_hba.conf"), uid, gid)
+	ep := net.JoinHostPort(e.p.ServerAddr.String(), "5432")
+	// setpriv execs (runuser forks and waits): the process is the
+	// postmaster itself, in a group of its own with its backends, which
+	// hold its output until they see it die.
+	cmd := e.p.ServerCmd(e.ctx, "setpriv", "--reuid", u.Uid, "--regid", u.Gid, "--init-groups", "--", bin, "-D", data,
+		"-h", e.p.ServerAddr.String(), "-p", "5432", "-k", data, "-c", "fsync=off", "-c", "logging_collector=off")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if strings.Contains(out.String(), "ready to accept connections") {
+			break
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("postgres not serving: %s", out.String())
+		}
+	}
+	if e.fault == faultBlackhole {
+		if err := e.p.Blackhole(5432); err != nil {
 			e.t.Fatal(err)
 		}
 	}

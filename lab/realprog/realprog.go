@@ -47,6 +47,7 @@ var Programs = []Program{
 	{"otel-cli", "github.com/equinix-labs/otel-cli", "v0.4.5", ".", "one-shot OTLP exporter CLI (otel-go OTLP/gRPC, --timeout)", ""},
 	{"caddy", "github.com/caddyserver/caddy/v2", "v2.11.9", "cmd/caddy", "reverse proxy: a server dialing its upstream under reverse_proxy's dial_timeout (net.Dialer.Timeout, a context deadline)", ""},
 	{"etcdctl", "go.etcd.io/etcd/etcdctl/v3", "v3.6.4", ".", "one-shot database CLI (etcd clientv3 over grpc-go, --dial-timeout, --command-timeout)", "etcdbin"},
+	{"goose", "github.com/pressly/goose/v3", "v3.30.1", "cmd/goose", "one-shot SQL migration CLI (database/sql over pgx v5 to PostgreSQL, -timeout)", ""},
 }
 
 // Peers are real servers some programs of the suite talk to (not traced).
