@@ -75,7 +75,7 @@ const struct tt_go_span_type *unused_go_span_type __attribute__((unused));
 const struct tt_go_grpc_offsets *unused_go_grpc_offsets __attribute__((unused));
 const enum tt_go_tp_source *unused_go_tp_source __attribute__((unused));
 const enum tt_go_no_offset *unused_go_no_offset __attribute__((unused));
-const enum tt_go_dial_found *unused_go_dial_found __attribute__((unused));
+const enum tt_go_af_found *unused_go_af_found __attribute__((unused));
 const struct creation *unused_creation __attribute__((unused));
 const struct pid_ptr *unused_pid_ptr __attribute__((unused));
 const struct grpc_stream *unused_grpc_stream __attribute__((unused));
@@ -341,23 +341,26 @@ static __always_inline __u64 child_at(__u64 grp, __u64 ctrl, int s)
 }
 
 /*
- * read_dial adds the dial that registered AfterFunc child a of the
- * expiring context, if a is net's: (*netFD).connect (Go 1.26+) registers
- * an AfterFunc on the dial's context whose closure holds the *netFD, and
- * waits for the handshake in the poller, on no context. The closure's
- * first capture is the *netFD (fd, then the test hook, in the order the
- * closure uses them); a word that is not one (another closure's) fails the
- * check that the netFD's pollDesc has the netFD's descriptor. The poller's
- * write waiter (pollDesc.wg) is the dialer while it is parked: its stack
- * is read, and kept only if its connect frame holds this netFD. Otherwise
- * the socket deadline that connect set to the context's deadline readied
- * it in the same instant (wg back to nil): the waiter is the dial's
- * connection alone, in connect's frame. Global, like read_chan_waiters.
+ * read_afterfunc adds the connection that AfterFunc child a of the
+ * expiring context holds, when a's closure is one the layout knows
+ * (af_fn): net's (*netFD).connect (Go 1.26+) registers one on the dial's
+ * context that holds the *netFD, and waits for the handshake in the
+ * poller, on no context; pgx's context watcher registers one per query
+ * that holds the connection, read in the poller too. The closure's first
+ * capture (the netFD; the watcher) is followed through af_via to a
+ * net.Conn at af_conn, or is the netFD; checked: the netFD's pollDesc must
+ * hold the netFD's descriptor (a misread word fails it). For connect, the
+ * second capture is tried too. The goroutine parked on that descriptor in
+ * the poller (pollDesc.rg, else .wg) is the call: its stack is read
+ * (TT_AF_PARKED). None parked (a dial's socket deadline, set to the
+ * context's, readied it in the same instant): the connection alone
+ * (TT_AF_READIED), in the frame of connect's waiting frame for a dial.
+ * Global, like read_chan_waiters: verified once.
  */
-__noinline int read_dial(struct tt_go_event *e, __u64 a, const struct tt_go_offsets *off,
-			 const struct tt_go_conn_layout *cl)
+__noinline int read_afterfunc(struct tt_go_event *e, __u64 a, const struct tt_go_offsets *off,
+			      const struct tt_go_conn_layout *cl)
 {
-	if (!e || !off || !cl || !cl->dial_frame || !cl->afterfunc_f)
+	if (!e || !off || !cl || !cl->afterfunc_f)
 		return 0;
 	__u32 n = e->waiters;
 	if (n >= TT_GO_WAITERS)
@@ -366,48 +369,63 @@ __noinline int read_dial(struct tt_go_event *e, __u64 a, const struct tt_go_offs
 	if (!f)
 		return 0;
 	__u64 fn = read_u64(f);
-	if (!fn || (fn != cl->dial_closure[0] && fn != cl->dial_closure[1]))
+	int k = -1;
+#pragma unroll
+	for (int j = 0; j < TT_AFTERFUNCS; j++)
+		if (k < 0 && fn && cl->af_fn[j] == fn)
+			k = j;
+	if (k < 0)
 		return 0;
+	__u32 kk = k;
+	asm volatile("" : "+r"(kk));
+	kk &= TT_AFTERFUNCS - 1;
 	__u64 nfd = 0, pd = 0;
+	int wrapped = 0;
 	for (int w = 1; w <= 2; w++) {
-		__u64 cand = read_u64(f + 8 * w);
-		if (!cand)
+		__u64 p = read_u64(f + 8 * w);
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+			if (p && cl->af_via[kk][h])
+				p = read_u64(p + cl->af_via[kk][h] - 1);
+		if (p && cl->af_conn[kk])
+			p = tcpconn_netfd(read_u64(p + cl->af_conn[kk] - 1), read_u64(p + cl->af_conn[kk] - 1 + 8),
+					  off->tcpconn_itab, off->conn_fd, cl, &wrapped);
+		if (!p)
 			continue;
-		__u64 p = read_u64(cand + cl->netfd_pd);
-		__u64 sysfd = read_u64(cand + off->netfd_sysfd);
-		if (p && sysfd < (1 << 20) && read_u64(p + cl->polldesc_fd) == sysfd) {
-			nfd = cand;
-			pd = p;
+		__u64 q = read_u64(p + cl->netfd_pd);
+		__u64 sysfd = read_u64(p + off->netfd_sysfd);
+		if (q && sysfd < (1 << 20) && read_u64(q + cl->polldesc_fd) == sysfd) {
+			nfd = p;
+			pd = q;
 			break;
 		}
+		if (cl->af_conn[kk] || cl->af_via[kk][0])
+			break; /* only a bare netFD capture may be the second word */
 	}
 	if (!nfd)
 		return 0;
 	__u32 i = n;
 	asm volatile("" : "+r"(i));
 	i &= TT_GO_WAITERS - 1;
-	__u32 k = cl->dial_frame - 1;
-	asm volatile("" : "+r"(k));
-	k &= TT_WAIT_FRAMES - 1;
-	__u64 g = read_u64(pd + cl->polldesc_wg);
+	__u64 g = read_u64(pd + cl->polldesc_rg);
+	if (g <= 2)
+		g = read_u64(pd + cl->polldesc_wg);
+	__u8 state = TT_AF_READIED;
 	if (g > 2) {
 		read_stack(e, i, g, off, cl);
-		if (e->waiter_frame[i] && (__u32)e->waiter_fd[i] == k && e->waiter_cookie[i] == nfd) {
-			e->waiter_goid[i] = read_u64(g + off->g_goid);
-			e->waiter_dial[i] = TT_DIAL_PARKED;
-			e->waiters = i + 1;
-			return 0;
-		}
-		/* Not the dialer's connect (a misread: never kept). */
-		for (int j = 0; j < TT_GO_WAIT_STACK; j++)
-			e->waiter_pcs[i][j] = 0;
+		e->waiter_goid[i] = read_u64(g + off->g_goid);
+		state = TT_AF_PARKED;
+	} else {
+		e->waiter_goid[i] = 0;
+		/* A pc in the registering call's waiting frame (connect's), for
+		 * userspace to name it. */
+		e->waiter_pcs[i][0] = cl->af_frame_pc[kk];
 	}
-	e->waiter_goid[i] = 0;
-	e->waiter_pcs[i][0] = cl->wait_lo[k] + 1;
 	e->waiter_cookie[i] = nfd;
-	e->waiter_fd[i] = k;
-	e->waiter_frame[i] = 1;
-	e->waiter_dial[i] = TT_DIAL_READIED;
+	if (!e->waiter_frame[i])
+		e->waiter_frame[i] = 1;
+	e->waiter_wrapped[i] = wrapped;
+	e->waiter_af[i] = state | (kk << 2);
 	e->waiters = i + 1;
 	return 0;
 }
@@ -431,8 +449,8 @@ __noinline int read_children_waiters(struct tt_go_event *e, __u64 c, const struc
 		__u64 child = child_at(grp, ctrl, s);
 		if (!child)
 			continue;
-		if (cl && cl->dial_afterfunc_itab && read_u64(grp + 8 + TT_CHILD_SLOT * s) == cl->dial_afterfunc_itab)
-			read_dial(e, child, off, cl);
+		if (cl && cl->afterfunc_itab && read_u64(grp + 8 + TT_CHILD_SLOT * s) == cl->afterfunc_itab)
+			read_afterfunc(e, child, off, cl);
 		else
 			read_chan_waiters(e, child, off, cl);
 	}
@@ -505,14 +523,16 @@ static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const st
 		__u64 recv = e->waiter_cookie[i];
 		e->waiter_cookie[i] = 0;
 		e->waiter_fd[i] = -1;
-		if (recv && cl->wait_via[k])
+		if (recv && cl->wait_via[k] && !e->waiter_af[i])
 			recv = read_u64(recv + cl->wait_via[k] - 1);
-		if (recv && cl->wait_via2[k])
+		if (recv && cl->wait_via2[k] && !e->waiter_af[i])
 			recv = read_u64(recv + cl->wait_via2[k] - 1);
 		if (!recv)
 			continue;
 		__s64 fd;
-		if (cl->wait_netfd[k]) {
+		if (e->waiter_af[i]) {
+			fd = recv ? (__s64)read_u64(recv + off->netfd_sysfd) : -1;
+		} else if (cl->wait_netfd[k]) {
 			fd = (__s64)read_u64(recv + off->netfd_sysfd);
 		} else {
 			__u64 at = recv + cl->wait_conn[k];

@@ -145,21 +145,18 @@ type Waiter struct {
 	// net/http handler reading its request body waits on its connection,
 	// never on its context).
 	Creator bool
-	// Dial: this waiter is a dial found among the context's children, not
-	// on its Done channel (Go 1.26+: net's (*netFD).connect registers an
-	// AfterFunc on its context that holds the dial's socket), with no
-	// detail tier. DialParked: parked in the poller, its stack read;
-	// DialReadied: readied by the socket deadline the dial set to the
-	// context's, not run since, its connection only (no stack; At names
-	// connect without a line).
-	Dial string
+	// AfterFunc: this waiter was found through the connection that an
+	// AfterFunc registration among the context's children holds, not on
+	// its Done channel, with no detail tier; the function that
+	// registered it (net's (*netFD).connect since Go 1.26: a dial; pgx's
+	// context watcher: a query). Its goroutine is the one parked on that
+	// connection in the poller, with its stack; Readied: none was (a
+	// dial readied by the socket deadline it set to the context's, not
+	// run since): the connection only, no stack, and At names connect
+	// without a line.
+	AfterFunc string
+	Readied   bool
 }
-
-// How a dial waiter was found (Waiter.Dial).
-const (
-	DialParked  = "parked"
-	DialReadied = "readied"
-)
 
 // SendState is a connection's send side at an expiry, read from the
 // socket by the expiry probe.

@@ -77,6 +77,7 @@ func ProbeFields() []FieldRef {
 		{"internal/poll.FD", "pd"},
 		{"internal/poll.pollDesc", "runtimeCtx"},
 		{"runtime.pollDesc", "fd"},
+		{"runtime.pollDesc", "rg"},
 		{"runtime.pollDesc", "wg"},
 		// net/http's HTTP/2 server: the stream's context and its HEADERS
 		// frame's decoded fields (the inbound traceparent).

@@ -169,8 +169,9 @@ type waiter struct {
 	ConnSend *sendState `json:"conn_send,omitempty"`
 	// The goroutine that set the deadline, parked elsewhere (event.Waiter).
 	Creator bool `json:"creator,omitempty"`
-	// A dial found through its AfterFunc: "parked" or "readied" (event.Waiter).
-	Dial string `json:"dial,omitempty"`
+	// Found through the connection an AfterFunc holds (event.Waiter).
+	AfterFunc string `json:"afterfunc,omitempty"`
+	Readied   bool   `json:"readied,omitempty"`
 }
 
 // toLine fills l (reset by the caller) from an event.
@@ -205,7 +206,7 @@ func toLine(ev event.Any, l *line) error {
 		}
 		for _, w := range e.Waiters {
 			l.Waiters = append(l.Waiters, waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
-				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSend: sendStateOf(w.ConnSend), Creator: w.Creator, Dial: w.Dial})
+				ConnUnread: w.ConnUnread, ConnRcvAgo: durString(w.ConnRcvAgo), ConnSentAgo: durString(w.ConnSentAgo), ConnAnswered: w.ConnAnswered, ConnLater: w.ConnAnsweredLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSend: sendStateOf(w.ConnSend), Creator: w.Creator, AfterFunc: w.AfterFunc, Readied: w.Readied})
 		}
 		if e.Kind != 0 {
 			l.Kind = e.Kind.String()
@@ -305,7 +306,7 @@ func fromLine(l *line) (event.Any, error) {
 			sa, err := parseDur(w.ConnSentAgo)
 			check("conn_sent_ago", err)
 			e.Waiters = append(e.Waiters, event.Waiter{Goid: w.Goid, At: w.At, Stack: w.Stack, Conn: w.Conn, ConnFrame: w.ConnFrame,
-				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSend: w.ConnSend.event(), Creator: w.Creator, Dial: w.Dial})
+				ConnUnread: w.ConnUnread, ConnRcvAgo: uf, ConnSentAgo: sa, ConnAnswered: w.ConnAnswered, ConnAnsweredLater: w.ConnLater, Woken: w.Woken, ConnTLS: w.ConnTLS, ConnSend: w.ConnSend.event(), Creator: w.Creator, AfterFunc: w.AfterFunc, Readied: w.Readied})
 		}
 		var err error
 		e.Kind, err = parseExpiry(l.Kind)

@@ -47,7 +47,7 @@ func fillAll(t *testing.T, v any) {
 				{Goid: 44, Conn: 9, ConnFrame: "net/http.(*connReader).Read", ConnUnread: 3, ConnRcvAgo: 4 * time.Millisecond,
 					ConnSentAgo: 5 * time.Millisecond, ConnAnswered: true, ConnAnsweredLater: true, Woken: true, ConnTLS: true,
 					ConnSend: &event.SendState{Unacked: 100, CAState: event.CALoss, RetransOut: 1, LostOut: 2}, Creator: true},
-				{Goid: 45, At: "net.(*netFD).connect (/go/src/net/fd_unix.go)", Conn: 10, ConnFrame: "net.(*netFD).connect", Dial: event.DialReadied}}))
+				{Goid: 45, At: "net.(*netFD).connect (/go/src/net/fd_unix.go)", Conn: 10, ConnFrame: "net.(*netFD).connect", AfterFunc: "net.(*netFD).connect", Readied: true}}))
 		case sf.Type == reflect.TypeOf([]string{}):
 			f.Set(reflect.ValueOf([]string{"main.call (/src/main.go:10)", "main.main (/src/main.go:3)"}))
 		case f.Kind() == reflect.String:

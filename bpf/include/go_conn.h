@@ -97,16 +97,17 @@ static __always_inline __u8 sk_recovery(struct sock *sk, __u32 *retrans_out, __u
 }
 
 /*
- * The file descriptor behind a net.Conn interface (itab, data) when it is a
+ * The *net.netFD behind a net.Conn interface (itab, data) when it is a
  * *net.TCPConn, or wraps one (a TLS connection; grpc-go's TLS credentials'
- * syscallConn around it: at most three levels): conn.fd -> netFD.pfd.Sysfd;
- * -1 otherwise (a wrapper the layout does not name: skipped, not guessed).
+ * syscallConn around it: at most three levels; *wrapped then), conn.fd; 0
+ * otherwise (a wrapper the layout does not name: skipped, not guessed).
  */
-static __always_inline __s64 tcpconn_fd(__u64 tab, __u64 data, __u64 tcpconn_itab, __u32 conn_fd, __u32 netfd_sysfd,
-					const struct tt_go_conn_layout *cl)
+static __always_inline __u64 tcpconn_netfd(__u64 tab, __u64 data, __u64 tcpconn_itab, __u32 conn_fd,
+					    const struct tt_go_conn_layout *cl, int *wrapped)
 {
 	if (!tcpconn_itab)
-		return -1;
+		return 0;
+	*wrapped = tab != tcpconn_itab;
 #pragma unroll
 	for (int i = 0; i < 3; i++) {
 		if (!cl || tab == tcpconn_itab || !data)
@@ -126,8 +127,17 @@ static __always_inline __s64 tcpconn_fd(__u64 tab, __u64 data, __u64 tcpconn_ita
 		data = read_u64(data + inner + 8);
 	}
 	if (tab != tcpconn_itab || !data)
-		return -1;
-	__u64 netfd = read_u64(data + conn_fd);
+		return 0;
+	return read_u64(data + conn_fd);
+}
+
+/* tcpconn_fd is the descriptor of the TCP connection under net.Conn
+ * (tab, data), as tcpconn_netfd finds it; -1: none. */
+static __always_inline __s64 tcpconn_fd(__u64 tab, __u64 data, __u64 tcpconn_itab, __u32 conn_fd, __u32 netfd_sysfd,
+					const struct tt_go_conn_layout *cl)
+{
+	int wrapped = 0;
+	__u64 netfd = tcpconn_netfd(tab, data, tcpconn_itab, conn_fd, cl, &wrapped);
 	if (!netfd)
 		return -1;
 	return (__s64)read_u64(netfd + netfd_sysfd);

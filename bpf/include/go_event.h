@@ -76,6 +76,7 @@ struct tt_go_offsets {
  */
 #define TT_CONN_WRAPPERS 2
 #define TT_WAIT_FRAMES 8
+#define TT_AFTERFUNCS 4
 struct tt_go_conn_layout {
 	__u64 wrap_itab[TT_CONN_WRAPPERS];  /* a wrapper's itab as a net.Conn (runtime address), 0: none */
 	__u32 wrap_inner[TT_CONN_WRAPPERS]; /* the wrapped net.Conn's offset in it */
@@ -105,28 +106,33 @@ struct tt_go_conn_layout {
 	 * descriptor at the process's netfd_sysfd; wait_conn and the vias
 	 * unused. */
 	__u32 wait_netfd[TT_WAIT_FRAMES];
-	/* A dial waiting for its handshake under the expiring context (Go
-	 * 1.26+: net's (*netFD).connect registers a context.AfterFunc whose
-	 * closure holds the *netFD): found among the context's children
-	 * without the detail tier. dial_afterfunc_itab: *context.afterFuncCtx
-	 * as a context.canceler (runtime address), 0: not read;
-	 * dial_closure: the entries of connect's closures (runtime
-	 * addresses), the AfterFunc's among them; dial_frame: 1 + the index
-	 * of connect's waiting frame. */
-	__u64 dial_afterfunc_itab;
-	__u64 dial_closure[2];
-	__u32 dial_frame;
+	/* Connections held by AfterFunc registrations on the expiring
+	 * context (or its children), found without the detail tier: net's
+	 * (*netFD).connect since Go 1.26 (a dial waiting for its handshake),
+	 * pgx's context watcher (a query waiting for its answer).
+	 * afterfunc_itab: *context.afterFuncCtx as a context.canceler
+	 * (runtime address), 0: none read. af_fn: each known closure's entry
+	 * (runtime addresses), 0: unused. From its first capture, af_via
+	 * (1 + offset, 0: none) are pointers to follow, then af_conn (1 +
+	 * offset) is a net.Conn there, or 0: it is the *net.netFD itself. */
+	__u64 afterfunc_itab;
+	__u64 af_fn[TT_AFTERFUNCS];
+	__u64 af_frame_pc[TT_AFTERFUNCS]; /* a pc in the registering call's waiting frame (runtime address), 0: none */
+	__u32 af_via[TT_AFTERFUNCS][2];
+	__u32 af_conn[TT_AFTERFUNCS];
 	__u32 afterfunc_f;   /* context.afterFuncCtx.f (a func value) */
 	__u32 netfd_pd;      /* net.netFD.pfd + internal/poll.FD.pd + internal/poll.pollDesc.runtimeCtx */
 	__u32 polldesc_fd;   /* runtime.pollDesc.fd */
-	__u32 polldesc_wg;   /* runtime.pollDesc.wg: pdNil 0, pdReady 1, pdWait 2, or the parked g */
+	__u32 polldesc_rg;   /* runtime.pollDesc.rg: pdNil 0, pdReady 1, pdWait 2, or the g parked reading */
+	__u32 polldesc_wg;   /* runtime.pollDesc.wg: likewise, writing (a connect waits writable) */
 	__u32 pad0;
 };
 
-/* How a waiter was found through a dial's AfterFunc (waiter_dial). */
-enum tt_go_dial_found {
-	TT_DIAL_PARKED = 1,  /* the dialer parked in the poller: its stack was read */
-	TT_DIAL_READIED = 2, /* the dialer readied (its socket deadline fired in the same instant), not run since: its connection only */
+/* How a waiter was found through an AfterFunc's connection (waiter_af:
+ * this state, plus 4 x the index of the closure in af_fn). */
+enum tt_go_af_found {
+	TT_AF_PARKED = 1,  /* a goroutine parked on the connection in the poller: its stack was read */
+	TT_AF_READIED = 2, /* none parked (a dial readied by its socket deadline in the same instant, not run since): the connection only */
 };
 
 /* How a goroutine was bound to a socket. */
@@ -312,10 +318,11 @@ struct tt_go_event {
 	__u64 waiter_cookie[TT_GO_WAITERS];
 	__s32 waiter_fd[TT_GO_WAITERS];
 	__u8 waiter_frame[TT_GO_WAITERS];
-	/* The waiter was found through a dial's AfterFunc registration among
-	 * the context's children (enum tt_go_dial_found), not on a Done
-	 * channel. */
-	__u8 waiter_dial[TT_GO_WAITERS];
+	/* The waiter was found through the connection an AfterFunc
+	 * registration among the context's children holds (enum
+	 * tt_go_af_found | index << 2), not on a Done channel; its
+	 * waiter_cookie holds the *net.netFD until resolve_waiter_conns. */
+	__u8 waiter_af[TT_GO_WAITERS];
 	/* The start time (time.Time wall, ext) of the span found above the
 	 * deadline (trace_status TT_TRACE_FOUND), 0 when it records none. */
 	__u64 span_start_wall;

@@ -64,26 +64,36 @@ type godeadlineTraceparent struct {
 	ConnCtx uint64
 }
 
+type godeadlineTtGoAfFound uint32
+
+const (
+	godeadlineTtGoAfFoundTT_AF_PARKED  godeadlineTtGoAfFound = 1
+	godeadlineTtGoAfFoundTT_AF_READIED godeadlineTtGoAfFound = 2
+)
+
 type godeadlineTtGoConnLayout struct {
-	_                 structs.HostLayout
-	WrapItab          [2]uint64
-	WrapInner         [2]uint32
-	H2Tconn           [2]uint32
-	H2ReqCtx          [2]uint32
-	WaitLo            [8]uint64
-	WaitHi            [8]uint64
-	WaitConn          [8]uint32
-	WaitVia           [8]uint32
-	WaitVia2          [8]uint32
-	WaitNetfd         [8]uint32
-	DialAfterfuncItab uint64
-	DialClosure       [2]uint64
-	DialFrame         uint32
-	AfterfuncF        uint32
-	NetfdPd           uint32
-	PolldescFd        uint32
-	PolldescWg        uint32
-	Pad0              uint32
+	_             structs.HostLayout
+	WrapItab      [2]uint64
+	WrapInner     [2]uint32
+	H2Tconn       [2]uint32
+	H2ReqCtx      [2]uint32
+	WaitLo        [8]uint64
+	WaitHi        [8]uint64
+	WaitConn      [8]uint32
+	WaitVia       [8]uint32
+	WaitVia2      [8]uint32
+	WaitNetfd     [8]uint32
+	AfterfuncItab uint64
+	AfFn          [4]uint64
+	AfFramePc     [4]uint64
+	AfVia         [4][2]uint32
+	AfConn        [4]uint32
+	AfterfuncF    uint32
+	NetfdPd       uint32
+	PolldescFd    uint32
+	PolldescRg    uint32
+	PolldescWg    uint32
+	Pad0          uint32
 }
 
 type godeadlineTtGoCtxItab struct {
@@ -93,13 +103,6 @@ type godeadlineTtGoCtxItab struct {
 	IsTimer   uint8
 	Pad       [2]uint8
 }
-
-type godeadlineTtGoDialFound uint32
-
-const (
-	godeadlineTtGoDialFoundTT_DIAL_PARKED  godeadlineTtGoDialFound = 1
-	godeadlineTtGoDialFoundTT_DIAL_READIED godeadlineTtGoDialFound = 2
-)
 
 type godeadlineTtGoEvent struct {
 	_                structs.HostLayout
@@ -131,7 +134,7 @@ type godeadlineTtGoEvent struct {
 	WaiterCookie     [4]uint64
 	WaiterFd         [4]int32
 	WaiterFrame      [4]uint8
-	WaiterDial       [4]uint8
+	WaiterAf         [4]uint8
 	SpanStartWall    uint64
 	SpanStartExt     int64
 	WaiterUnread     [4]uint32
@@ -305,9 +308,9 @@ const (
 	godeadlineProgGoSpanStartRet      = "go_span_start_ret"
 	godeadlineProgGoTimerFired        = "go_timer_fired"
 	godeadlineVarUnusedCreation       = "unused_creation"
+	godeadlineVarUnusedGoAfFound      = "unused_go_af_found"
 	godeadlineVarUnusedGoConnLayout   = "unused_go_conn_layout"
 	godeadlineVarUnusedGoCtxItab      = "unused_go_ctx_itab"
-	godeadlineVarUnusedGoDialFound    = "unused_go_dial_found"
 	godeadlineVarUnusedGoEvent        = "unused_go_event"
 	godeadlineVarUnusedGoExpiry       = "unused_go_expiry"
 	godeadlineVarUnusedGoGrpcOffsets  = "unused_go_grpc_offsets"
@@ -395,9 +398,9 @@ type godeadlineMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineVariableSpecs struct {
 	UnusedCreation      *ebpf.VariableSpec `ebpf:"unused_creation"`
+	UnusedGoAfFound     *ebpf.VariableSpec `ebpf:"unused_go_af_found"`
 	UnusedGoConnLayout  *ebpf.VariableSpec `ebpf:"unused_go_conn_layout"`
 	UnusedGoCtxItab     *ebpf.VariableSpec `ebpf:"unused_go_ctx_itab"`
-	UnusedGoDialFound   *ebpf.VariableSpec `ebpf:"unused_go_dial_found"`
 	UnusedGoEvent       *ebpf.VariableSpec `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.VariableSpec `ebpf:"unused_go_expiry"`
 	UnusedGoGrpcOffsets *ebpf.VariableSpec `ebpf:"unused_go_grpc_offsets"`
@@ -471,9 +474,9 @@ func (m *godeadlineMaps) Close() error {
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlineVariables struct {
 	UnusedCreation      *ebpf.Variable `ebpf:"unused_creation"`
+	UnusedGoAfFound     *ebpf.Variable `ebpf:"unused_go_af_found"`
 	UnusedGoConnLayout  *ebpf.Variable `ebpf:"unused_go_conn_layout"`
 	UnusedGoCtxItab     *ebpf.Variable `ebpf:"unused_go_ctx_itab"`
-	UnusedGoDialFound   *ebpf.Variable `ebpf:"unused_go_dial_found"`
 	UnusedGoEvent       *ebpf.Variable `ebpf:"unused_go_event"`
 	UnusedGoExpiry      *ebpf.Variable `ebpf:"unused_go_expiry"`
 	UnusedGoGrpcOffsets *ebpf.Variable `ebpf:"unused_go_grpc_offsets"`

@@ -50,25 +50,28 @@ type gotraceparentTraceparent struct {
 }
 
 type gotraceparentTtGoConnLayout struct {
-	_                 structs.HostLayout
-	WrapItab          [2]uint64
-	WrapInner         [2]uint32
-	H2Tconn           [2]uint32
-	H2ReqCtx          [2]uint32
-	WaitLo            [8]uint64
-	WaitHi            [8]uint64
-	WaitConn          [8]uint32
-	WaitVia           [8]uint32
-	WaitVia2          [8]uint32
-	WaitNetfd         [8]uint32
-	DialAfterfuncItab uint64
-	DialClosure       [2]uint64
-	DialFrame         uint32
-	AfterfuncF        uint32
-	NetfdPd           uint32
-	PolldescFd        uint32
-	PolldescWg        uint32
-	Pad0              uint32
+	_             structs.HostLayout
+	WrapItab      [2]uint64
+	WrapInner     [2]uint32
+	H2Tconn       [2]uint32
+	H2ReqCtx      [2]uint32
+	WaitLo        [8]uint64
+	WaitHi        [8]uint64
+	WaitConn      [8]uint32
+	WaitVia       [8]uint32
+	WaitVia2      [8]uint32
+	WaitNetfd     [8]uint32
+	AfterfuncItab uint64
+	AfFn          [4]uint64
+	AfFramePc     [4]uint64
+	AfVia         [4][2]uint32
+	AfConn        [4]uint32
+	AfterfuncF    uint32
+	NetfdPd       uint32
+	PolldescFd    uint32
+	PolldescRg    uint32
+	PolldescWg    uint32
+	Pad0          uint32
 }
 
 type gotraceparentTtGoCtxItab struct {

@@ -19,9 +19,11 @@ type extProbes struct {
 	// process.
 	hasGRPC, hasDial, hasConns bool
 	waitFrames                 []string // the functions in conns.Wait*, in order
-	// dialAt is where a dial found through its AfterFunc (not parked, no
-	// stack) waited: net's (*netFD).connect and its file.
-	dialAt         string
+	// afNames are the functions whose AfterFunc closures conns.AfFn
+	// lists, by index; afAt where such a call waited when no goroutine
+	// was parked on its connection (no stack: connect and its file for a
+	// dial, readied by its socket deadline; empty otherwise).
+	afNames, afAt  []string
 	lateCookieErrs uint64 // bound connections whose cookie could not be resolved late (under Process.mu)
 	// Waiting frames read at expiries whose receiver's spill slot was not
 	// live there (not used), and whose socket had no cookie yet (under

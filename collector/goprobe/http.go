@@ -181,61 +181,104 @@ func (p *Process) resolveDialWait(offs *godeadlineTtGoOffsets) {
 		return
 	}
 	p.ext.conns.WaitNetfd[i] = 1
-	p.resolveDialAfterFunc(fn, i)
+	p.resolveAfterFuncs(offs, fn, i)
 }
 
-// resolveDialAfterFunc lets the expiry probe find a dial among the
-// expiring context's children, with no detail tier: since Go 1.26, net's
-// (*netFD).connect registers a context.AfterFunc on the dial's context
-// whose closure holds the *netFD (read_dial). Earlier releases start a
-// goroutine that waits on the context instead, a waiter like any other.
-// Optional: without it a dial is found from its creator only (logged).
-func (p *Process) resolveDialAfterFunc(connect gobin.Func, frame int) {
+// resolveAfterFuncs lets the expiry probe find the connections that
+// AfterFunc registrations on the expiring context hold (read_afterfunc),
+// with no detail tier: net's (*netFD).connect since Go 1.26 registers one
+// on the dial's context that holds the *netFD (Go 1.21-1.25's connect
+// waits on the context in a goroutine of its own instead, a waiter like
+// any other); pgx's context watcher (v5.6+) registers one per query that
+// holds its handler, whose default holds the connection. Optional: each
+// whose layout is not known is logged and left out.
+func (p *Process) resolveAfterFuncs(offs *godeadlineTtGoOffsets, connect gobin.Func, frame int) {
 	cl := &p.ext.conns
-	fail := func(err error) { p.log.Debug("a dial is not found among the expiring context's children", "err", err) }
-	closures, err := p.bin.Funcs(connect.Name + ".func")
-	if err != nil || len(closures) == 0 {
-		fail(fmt.Errorf("no closure of %s: %w", connect.Name, err))
-		return
+	fail := func(what string, err error) {
+		p.log.Debug("a connection held by an AfterFunc is not read at the expiry", "what", what, "err", err)
 	}
-	if len(closures) > len(cl.DialClosure) {
-		fail(fmt.Errorf("%d closures of %s, %d read", len(closures), connect.Name, len(cl.DialClosure)))
-		return
-	}
-	var offs [6]int64
+	var fo [6]int64
+	var err error
 	for j, f := range [][2]string{{"context.afterFuncCtx", "f"}, {"net.netFD", "pfd"}, {"internal/poll.FD", "pd"},
 		{"internal/poll.pollDesc", "runtimeCtx"}, {"runtime.pollDesc", "fd"}, {"runtime.pollDesc", "wg"}} {
-		if offs[j], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
-			fail(err)
+		if fo[j], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
+			fail("any", err)
 			return
 		}
 	}
+	rg, err := p.bin.FieldOffset("runtime.pollDesc", "rg")
+	if err != nil {
+		fail("any", err)
+		return
+	}
 	itabs, err := p.bin.Itabs()
 	if err != nil {
-		fail(err)
+		fail("any", err)
 		return
 	}
-	var itab uint64
 	for _, it := range itabs {
 		if it.Type == (gobin.TypeName{Name: "*context.afterFuncCtx", PkgPath: "context"}) && it.Interface.Name == "context.canceler" {
-			itab = it.Addr + p.bias
+			cl.AfterfuncItab = it.Addr + p.bias
+		}
+		if offs.TcpconnItab == 0 && it.Type.Name == "*net.TCPConn" && it.Interface.Name == "net.Conn" && it.Interface.PkgPath == "net" {
+			offs.TcpconnItab = it.Addr + p.bias
 		}
 	}
-	if itab == 0 {
-		fail(errors.New("no itab of *context.afterFuncCtx as a context.canceler (no AfterFunc in the program)"))
+	if cl.AfterfuncItab == 0 {
+		fail("any", errors.New("no itab of *context.afterFuncCtx as a context.canceler (no AfterFunc in the program)"))
 		return
 	}
-	for j, c := range closures {
-		cl.DialClosure[j] = c.Entry + p.bias
+	if offs.ConnFd == 0 {
+		if cf, err := p.bin.FieldOffset("net.conn", "fd"); err == nil {
+			offs.ConnFd = uint32(cf)
+		}
 	}
-	cl.DialAfterfuncItab, cl.DialFrame = itab, uint32(frame)+1
-	cl.AfterfuncF = uint32(offs[0])
-	cl.NetfdPd = uint32(offs[1] + offs[2] + offs[3])
-	cl.PolldescFd, cl.PolldescWg = uint32(offs[4]), uint32(offs[5])
-	// Where such a dial waited, without a line: its stack was not read.
-	p.ext.dialAt = connect.Name
-	if fr := p.bin.Frames(connect.Entry); len(fr) > 0 && fr[0].File != "" && fr[0].File != "?" {
-		p.ext.dialAt = fmt.Sprintf("%s (%s)", connect.Name, fr[0].File)
+	cl.AfterfuncF, cl.NetfdPd = uint32(fo[0]), uint32(fo[1]+fo[2]+fo[3])
+	cl.PolldescFd, cl.PolldescWg, cl.PolldescRg = uint32(fo[4]), uint32(fo[5]), uint32(rg)
+	n := 0
+	add := func(fn gobin.Func, name, at string, via []int64, conn int64, framePC uint64) {
+		if n == len(cl.AfFn) {
+			p.log.Warn("more AfterFunc closures than the expiry probe reads", "left out", fn.Name)
+			return
+		}
+		cl.AfFn[n], cl.AfFramePc[n] = fn.Entry+p.bias, framePC
+		for h, v := range via {
+			cl.AfVia[n][h] = uint32(v) + 1
+		}
+		if conn >= 0 {
+			cl.AfConn[n] = uint32(conn) + 1
+		}
+		p.ext.afNames = append(p.ext.afNames, name)
+		p.ext.afAt = append(p.ext.afAt, at)
+		n++
+	}
+	// connect's closures: the AfterFunc's is one of them (the deferred
+	// one is never registered); its first capture is the *netFD.
+	if closures, err := p.bin.Funcs(connect.Name + ".func"); err == nil && len(closures) <= 2 {
+		// Where such a dial waited, without a line when its stack was
+		// not read (readied by its socket deadline).
+		at := connect.Name
+		if fr := p.bin.Frames(connect.Entry); len(fr) > 0 && fr[0].File != "" && fr[0].File != "?" {
+			at = fmt.Sprintf("%s (%s)", connect.Name, fr[0].File)
+		}
+		for _, c := range closures {
+			add(c, connect.Name, at, nil, -1, cl.WaitLo[frame]+1)
+		}
+	} else {
+		fail(connect.Name, fmt.Errorf("%d closures: %v", len(closures), err))
+	}
+	// pgx v5's context watcher: its closure's first capture is the
+	// watcher, whose handler (an interface) is, by default, a
+	// *pgconn.DeadlineContextWatcherHandler holding the net.Conn.
+	const watch = "github.com/jackc/pgx/v5/pgconn/ctxwatch.(*ContextWatcher).Watch"
+	if fn, err := p.bin.Func(watch + ".func1"); err == nil {
+		h, err1 := p.bin.FieldOffset("github.com/jackc/pgx/v5/pgconn/ctxwatch.ContextWatcher", "handler")
+		c, err2 := p.bin.FieldOffset("github.com/jackc/pgx/v5/pgconn.DeadlineContextWatcherHandler", "Conn")
+		if err := errors.Join(err1, err2); err != nil {
+			fail(watch, err)
+		} else {
+			add(fn, watch, "", []int64{h + 8}, c, 0)
+		}
 	}
 }
 

@@ -70,15 +70,19 @@ func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
 	ws := make([]event.Waiter, 0, n)
 	for i := range n {
 		w := event.Waiter{Goid: r.WaiterGoid[i], Woken: r.WaiterWoken[i] != 0, Creator: r.WaiterCreator[i] != 0}
-		switch r.WaiterDial[i] {
-		case uint8(godeadlineTtGoDialFoundTT_DIAL_PARKED):
-			w.Dial = event.DialParked
-		case uint8(godeadlineTtGoDialFoundTT_DIAL_READIED):
-			w.Dial = event.DialReadied
+		af := -1
+		if r.WaiterAf[i] != 0 {
+			af = int(r.WaiterAf[i] >> 2)
+			if af < len(p.ext.afNames) {
+				w.AfterFunc = p.ext.afNames[af]
+			}
+			w.Readied = r.WaiterAf[i]&3 == uint8(godeadlineTtGoAfFoundTT_AF_READIED)
 		}
-		if w.Dial == event.DialReadied {
-			// No stack: the probe put a pc inside connect, for its frame.
-			w.At = p.ext.dialAt
+		if w.Readied {
+			// No stack: the probe put a pc in the call's waiting frame.
+			if af >= 0 && af < len(p.ext.afAt) {
+				w.At = p.ext.afAt[af]
+			}
 		} else {
 			for _, pc := range r.WaiterPcs[i] {
 				if pc == 0 {
@@ -148,9 +152,12 @@ func (p *Process) waiterConn(r *godeadlineTtGoEvent, i int) (uint64, string, int
 			frame = p.ext.waitFrames[k]
 		}
 	}
-	// A dial's netFD came from its AfterFunc's closure (and a parked
-	// dialer's connect frame was checked to hold the same): no spill slot.
-	if r.WaiterDial[i] != 0 {
+	// The connection came from an AfterFunc's closure, and the goroutine
+	// from its poller: no spill slot. The frame is the registering call.
+	if r.WaiterAf[i] != 0 {
+		if af := int(r.WaiterAf[i] >> 2); af < len(p.ext.afNames) {
+			frame = p.ext.afNames[af]
+		}
 		return r.WaiterCookie[i], frame, r.WaiterFd[i]
 	}
 	if err := p.bin.FirstArgLive(pc - p.bias - 1); err != nil {
