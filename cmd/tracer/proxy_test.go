@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ func TestCauseProxyUpstream(t *testing.T) {
 				}
 			}, "--detail", detail)
 			var slow, rto int
+			tlpOnly := 0
 			for _, r := range run.reports {
 				if r.Cause == nil || len(r.Cause.Connections) == 0 {
 					t.Errorf("report without a connection: %s", jsonOf(r))
@@ -62,6 +64,15 @@ func TestCauseProxyUpstream(t *testing.T) {
 					slow++
 				case dl.After(faultAt.Add(deadline + 50*time.Millisecond)):
 					// Created after the fault: its request to the upstream was lost.
+					// A request on a connection dialed after the fault may
+					// see only a tail loss probe within its 300 ms (the RTO
+					// comes after it): no verdict (unknown), which is not a
+					// wrong one; at most two such (CI, December 6: 1 of 24).
+					if class == "unknown" && strings.Contains(r.Cause.Note, "showed only a tail loss probe") && tlpOnly < 2 {
+						tlpOnly++
+						t.Logf("after the fault, only a tail loss probe on the upstream connection: %s", summaryOf(r))
+						continue
+					}
 					if class != "rto" {
 						t.Errorf("upstream dropping, expiry %v after the fault at %v: %s", dl.Format(time.StampMilli), faultAt.Format(time.StampMilli), summaryOf(r))
 					}
