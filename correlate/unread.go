@@ -166,6 +166,18 @@ func peerQuick(d *event.Deadline, w *event.Waiter) (peer time.Duration, why stri
 		return 0, "when the peer answered is not known (no data in after the request, or the kernel's tick not known)"
 	}
 	peer = max(w.ConnSentAgo-w.ConnRcvAgo, 0)
+	// An answer in after the deadline instant came when the budget was
+	// spent: the peer was late whatever the process did after. The timer
+	// firing late (a starved process) lets it arrive before the expiry:
+	// on gRPC that is often the server's own deadline status, sent when
+	// its copy of the deadline (grpc-timeout) passed. The connection's
+	// last byte in is no earlier than the answer, and came ConnRcvAgo
+	// before the expiry at least: the answer was in before the deadline
+	// when that is at least how late the timer fired.
+	if late, ok := d.Late(); ok && w.ConnRcvAgo < late {
+		return peer, fmt.Sprintf("the answer may have come in after the deadline (the connection's last byte in was at least %s before the expiry, whose timer fired %s late): the peer had not answered within the budget",
+			fmtDur(uint64(w.ConnRcvAgo)), fmtDur(uint64(late)))
+	}
 	if life, ok := lifeOf(d); ok {
 		if 2*peer > life {
 			return peer, fmt.Sprintf("the peer took up to %s of the context's %s life", fmtDur(uint64(peer)), fmtDur(uint64(life)))
