@@ -74,7 +74,11 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		notes = append(notes, fmt.Sprintf("%s after the expiry not counted: the connection it waited on had everything acknowledged at the expiry, so they repeat what was written after it (the cancellation's close)",
 			plural(n, "retransmit", "retransmits")))
 	}
-	if len(waitCands) > 0 && !slices.ContainsFunc(waitCands, func(e *evidence) bool { return e.class != ClassTLP }) && !inboundReading(d) {
+	// Unless the probe went unanswered: data still unacknowledged at the
+	// expiry, well after the probe, which a peer acknowledges at once
+	// (an upstream dropping everything, its RTO not yet due: 1 of 24
+	// proxy reports read unknown from the other rules in CI).
+	if len(waitCands) > 0 && !slices.ContainsFunc(waitCands, func(e *evidence) bool { return e.class != ClassTLP || e.probeUnanswered(d) }) && !inboundReading(d) {
 		notes = append(notes, "the connection it waited on at the expiry showed only a tail loss probe: the other rules decide")
 		waitCands = nil
 	}
@@ -522,6 +526,19 @@ func (c *Correlator) decideOpen(cause *Cause, cands []*evidence, d *event.Deadli
 		cause.Summary = fmt.Sprintf("no binding and no socket activity known for pid %d", d.PID)
 		return
 	case 1:
+		if cands[0].class == ClassTLP {
+			// Nothing bound the request to this socket, and a tail loss
+			// probe is what a peer's delayed ACK draws on a healthy
+			// network: it names no cause of a request it may not have
+			// carried (TestLocalGCPause: a request waiting for a
+			// connection in getConn read tlp from the process's one
+			// pooled socket, 1 time of 284 in CI).
+			cause.Class, cause.Confidence = ClassUnknown, None
+			cause.Summary = fmt.Sprintf("the only socket of pid %d in use in the window, to %s, showed only a tail loss probe, and nothing bound the request to it: no cause named",
+				d.PID, cands[0].peerName())
+			cause.Note = "a tail loss probe alone is what a peer's delayed ACK draws on a healthy network"
+			return
+		}
 		cause.Confidence = Probable
 		cause.Class = cands[0].class
 		if cause.Class == ClassUnknown {

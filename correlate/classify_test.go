@@ -959,8 +959,26 @@ func TestBoundAtTheExpiry(t *testing.T) {
 		// A lone tail loss probe on the bound connection, in a lookback
 		// window that holds its earlier requests: not taken as the cause.
 		{"tail loss probe only", 3, ClassUnknown, Ambiguous, "showed only a tail loss probe"},
+		// Read at the expiry: data still unacknowledged, nothing sent
+		// since the probe 100 ms before: the probe went unanswered.
+		{"tail loss probe unanswered", 3, ClassTLP, Exact, "bound at the expiry"},
+		// Sent 20 ms before the expiry, after the probe: the unacknowledged
+		// bytes may be a new request the peer has not acknowledged yet.
+		{"tail loss probe, a send since", 3, ClassUnknown, Ambiguous, "showed only a tail loss probe"},
+		// Everything acknowledged: answered.
+		{"tail loss probe, settled", 3, ClassUnknown, Ambiguous, "showed only a tail loss probe"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var send *event.SendState
+			var sentAgo time.Duration
+			switch tc.name {
+			case "tail loss probe unanswered":
+				send, sentAgo = &event.SendState{Unacked: 120}, 101*time.Millisecond
+			case "tail loss probe, a send since":
+				send, sentAgo = &event.SendState{Unacked: 120}, 20*time.Millisecond
+			case "tail loss probe, settled":
+				send, sentAgo = &event.SendState{}, 101*time.Millisecond
+			}
 			sc := boundAtTheExpiry()
 			probed := sc.conn(3, 10, "app", "10.0.0.1:1002", "10.0.0.3:80", 100*time.Microsecond)
 			probed.handshake(0, 0)
@@ -969,7 +987,8 @@ func TestBoundAtTheExpiry(t *testing.T) {
 			probed.tcp(9500, event.TCPTLP)
 			sc.deadline(10, "app", 8100, 1500, 0, "", noDetail(), func(d *event.Deadline) {
 				d.WaitersRead, d.WaitingAt = true, "net/http.(*persistConn).roundTrip (/go/src/net/http/transport.go:2911)"
-				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: tc.conn, ConnFrame: "net/http.(*persistConn).roundTrip"}}
+				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: tc.conn, ConnFrame: "net/http.(*persistConn).roundTrip",
+					ConnSend: send, ConnSentAgo: sentAgo}}
 			})
 			r := one(t, sc)
 			expect(t, r, tc.class, tc.conf)
@@ -1038,6 +1057,15 @@ func TestAnswerHeldByTheProcess(t *testing.T) {
 		{"gRPC headers arrived", 2,
 			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: "google.golang.org/grpc/internal/transport.(*ClientStream).waitOnHeader", Woken: true, ConnAnswered: true, ConnRcvAgo: ms(1200), ConnSentAgo: ms(1450)}},
 			false, ClassLocal, Exact, "without the woken waiter", "had been handed the answer"},
+		// The timer fired 30 ms late; what woke waitOnHeader came in 8 ms
+		// before the expiry: after the deadline (the server's own
+		// DEADLINE_EXCEEDED status, when its grpc-timeout passed).
+		{"gRPC stream ended after the deadline, the timer late", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: "google.golang.org/grpc/internal/transport.(*ClientStream).waitOnHeader", Woken: true, ConnAnswered: true, ConnRcvAgo: ms(8), ConnSentAgo: ms(16)}},
+			false, ClassSlowPeer, Exact, "the answer may have come in after the deadline (the connection's last byte in was at least 8.0 ms before the expiry, whose timer fired 30 ms late)", "did not answer"},
+		{"answer unread, in after the deadline, the timer late", 2,
+			[]event.Waiter{{Goid: 7, Conn: 2, ConnFrame: rt, ConnUnread: 176, ConnRcvAgo: ms(20), ConnSentAgo: ms(1450), ConnAnswered: true}},
+			true, ClassSlowPeer, Exact, "the peer had not answered within the budget", "did not answer"},
 		// Network trouble on the connection decides, whatever the process did.
 		{"woken on the blackholed connection", 1,
 			[]event.Waiter{{Goid: 7, Conn: 1, ConnFrame: rt, Woken: true}, {Goid: 8, Conn: 1, ConnFrame: rl}, {Goid: 9, Conn: 1, ConnFrame: rt, ConnUnread: 10, ConnRcvAgo: ms(1400), ConnSentAgo: ms(1450), ConnAnswered: true}},
@@ -1051,6 +1079,11 @@ func TestAnswerHeldByTheProcess(t *testing.T) {
 			}}
 			if !tc.detail {
 				opts = append(opts, noDetail())
+			}
+			if strings.Contains(tc.name, "the timer late") {
+				opts = append(opts, func(d *event.Deadline) {
+					d.Time, d.Mono = d.Time.Add(30*time.Millisecond), d.Mono+uint64(30*time.Millisecond)
+				})
 			}
 			sc.deadline(10, "app", 8100, 1500, 0, "", opts...)
 			r := one(t, sc)
@@ -1240,5 +1273,22 @@ func TestLossRecoveryAtTheExpiry(t *testing.T) {
 				t.Errorf("at_expiry %+v for %+v", at, tc.send)
 			}
 		})
+	}
+}
+
+// TestLoneUnboundProbe: the process's only socket in the window showed one
+// tail loss probe, and nothing bound the request to it (no binding, no
+// waiter): no cause is named from it (the tlp scenario, bound, names it).
+func TestLoneUnboundProbe(t *testing.T) {
+	sc := newScenario("lone probe", "one TLP on the process's only socket")
+	a := sc.conn(0x7001, 4800, "labapp", "10.213.0.1:47000", "10.213.0.2:8085", 90*time.Microsecond)
+	a.handshake(0, 97)
+	a.act(1000.02, 98, true)
+	a.tcp(1200.3, event.TCPTLP)
+	sc.deadline(4800, "labapp", 1000, 250, 97, at, noDetail())
+	r := one(t, sc)
+	expect(t, r, ClassUnknown, None)
+	if !strings.Contains(r.Cause.Summary, "showed only a tail loss probe, and nothing bound the request to it") {
+		t.Errorf("summary %q", r.Cause.Summary)
 	}
 }

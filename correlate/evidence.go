@@ -481,6 +481,44 @@ func (e *evidence) probedBefore(sp span) bool {
 	return false
 }
 
+// probeUnanswered: read at the expiry, the connection a waiter of d was
+// bound to still had data unacknowledged, its last transmission was its
+// last tail loss probe (a retransmission is a transmission: nothing was
+// sent after it), and that probe had fired long enough before the expiry
+// to have been answered. A peer acknowledges a probe at once (a duplicate
+// segment, or a second one in its delayed-ACK window), within a round
+// trip; four smoothed RTTs, at least 10 ms, leave room for a host slow to
+// process the ACK. A request sent after an older probe is no such proof:
+// the peer may be delaying its ACK while it works.
+func (e *evidence) probeUnanswered(d *event.Deadline) bool {
+	if e.send == nil || e.send.Unacked == 0 {
+		return false
+	}
+	var sentAgo time.Duration
+	for _, w := range d.Waiters {
+		if w.Conn == e.cookie && w.ConnSend != nil {
+			sentAgo = w.ConnSentAgo
+		}
+	}
+	if sentAgo == 0 {
+		return false // not known
+	}
+	var last uint64
+	for _, r := range e.evs {
+		if r.kind == event.TCPTLP && r.mono <= d.Mono && r.mono > last {
+			last = r.mono
+		}
+	}
+	var srtt uint64
+	if e.snap != nil {
+		srtt = uint64(e.snap.srttUs) * 1000
+	}
+	wait := max(4*srtt, uint64(10*time.Millisecond))
+	// sentAgo is at most how long since the last transmission: at least
+	// the probe's age when the probe was the last.
+	return last != 0 && last+wait <= d.Mono && uint64(sentAgo) >= d.Mono-last
+}
+
 // probedOlder: every tail loss probe in the window fired too soon after
 // the context's creation to probe anything it sent. The probe timer is
 // re-armed at each transmission and waits at least two smoothed RTTs plus
