@@ -1,6 +1,7 @@
 package gobin
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sort"
@@ -66,11 +67,15 @@ func (b *Binary) newFuncTab(table *pclnData, hdr []byte, layout inlineLayout, te
 
 // u32 reads a uint32 at off in the pclntab.
 func (t *funcTab) u32(off uint64) (uint32, bool) {
-	d, ok := t.data.at(off, 4)
-	if !ok {
+	var w [4]byte
+	if !t.data.readInto(off, w[:]) {
 		return 0, false
 	}
-	return t.b.order.Uint32(d), true
+	// Concrete calls: w stays on the stack.
+	if t.b.order == binary.BigEndian {
+		return binary.BigEndian.Uint32(w[:]), true
+	}
+	return binary.LittleEndian.Uint32(w[:]), true
 }
 
 // cstring reads the NUL-terminated string at off in the pclntab.

@@ -113,6 +113,44 @@ func (d *pclnData) at(off, n uint64) ([]byte, bool) {
 	return append(out, b[:n-uint64(len(out))]...), true
 }
 
+// readInto copies len(dst) bytes at off (at most a page) into dst, or
+// reports false past the end or when the file cannot be read. Unlike at it
+// allocates nothing: the function table's reads (two words a function,
+// for each of its ~100,000 functions when the name index is built) went
+// through at's copies.
+func (d *pclnData) readInto(off uint64, dst []byte) bool {
+	n := uint64(len(dst))
+	if off > d.size || d.size-off < n || n > pclnPageSize {
+		return false
+	}
+	if n == 0 {
+		return true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mem != nil {
+		copy(dst, d.mem[off:off+n])
+		return true
+	}
+	first, last := off>>pclnPageShift, (off+n-1)>>pclnPageShift
+	a, ok := d.page(first)
+	if !ok {
+		return false
+	}
+	k := copy(dst, a[off&(pclnPageSize-1):])
+	if first == last {
+		return true
+	}
+	// The first page's part is copied before the second is read (which
+	// may evict the first and reuse its buffer).
+	b, ok := d.page(last)
+	if !ok {
+		return false
+	}
+	copy(dst[k:], b)
+	return true
+}
+
 // page returns page i of a released table, reading it if not cached.
 // d.mu is held.
 func (d *pclnData) page(i uint64) ([]byte, bool) {
@@ -153,7 +191,7 @@ func (d *pclnData) cstring(off uint64) (string, bool) {
 		if off >= d.size {
 			return "", false
 		}
-		n := min(pclnPageSize-off&(pclnPageSize-1), d.size-off)
+		n := d.cstringChunk(off)
 		chunk, ok := d.at(off, n)
 		if !ok {
 			return "", false
@@ -189,6 +227,17 @@ func (d *pclnData) hasPrefix(off uint64, prefix string) bool {
 	return ok && len(b) == len(prefix) && string(b) == prefix && bytes.IndexByte(b, 0) < 0
 }
 
+// cstringChunk is how many bytes at off a string scan reads at once: at
+// most cstringRead, within the page and the table. A released table hands
+// out copies, and a whole page's rest copied per function name made the
+// name index of a 40 MB executable (Caddy: 0.4 s of its 1 s analysis)
+// mostly memmove; Go's function names are seldom longer.
+func (d *pclnData) cstringChunk(off uint64) uint64 {
+	return min(cstringRead, pclnPageSize-off&(pclnPageSize-1), d.size-off)
+}
+
+const cstringRead = 256
+
 // hashCString hashes the NUL-terminated string at off (FNV-1a) as
 // hashString hashes a string.
 func (d *pclnData) hashCString(off uint64) (uint64, bool) {
@@ -197,7 +246,7 @@ func (d *pclnData) hashCString(off uint64) (uint64, bool) {
 		if off >= d.size {
 			return 0, false
 		}
-		chunk, ok := d.at(off, min(pclnPageSize-off&(pclnPageSize-1), d.size-off))
+		chunk, ok := d.at(off, d.cstringChunk(off))
 		if !ok {
 			return 0, false
 		}
