@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 )
@@ -22,8 +23,8 @@ var errNoDWARF = errors.New("no DWARF debug information")
 
 // dwarfTypes loads the DWARF data and indexes its struct types once.
 func (b *Binary) dwarfTypes() (*dwarfIndex, error) {
-	b.loadMu.Lock()
-	defer b.loadMu.Unlock()
+	b.dwarfMu.Lock()
+	defer b.dwarfMu.Unlock()
 	if !b.dwarfDone {
 		b.dwarf, b.dwarfErr = b.loadDWARF()
 		b.dwarfDone = true
@@ -40,18 +41,40 @@ func (b *Binary) loadDWARF() (idx *dwarfIndex, err error) {
 	if err != nil {
 		return nil, corruptf("load DWARF: %v", err)
 	}
+	// The Go linker writes every type into the units named "runtime"
+	// (Caddy: 5 of its 960 units, 5 MB of its 20 MB, every struct type);
+	// the other units are skipped by their headers, without decoding an
+	// entry. Only DWARF with no struct there has every unit indexed.
 	idx = &dwarfIndex{data: data, structs: map[string]dwarf.Offset{}}
-	r := data.Reader()
+	if err := idx.index(func(unit string) bool { return unit == "runtime" }); err != nil {
+		return nil, err
+	}
+	if len(idx.structs) == 0 {
+		if err := idx.index(func(string) bool { return true }); err != nil {
+			return nil, err
+		}
+	}
+	return idx, nil
+}
+
+// index adds the struct types at the top level of the units that want
+// names (Go puts its types at the top level of a unit); the first entry of
+// a name wins. idx is not shared yet.
+func (idx *dwarfIndex) index(want func(unit string) bool) error {
+	r := idx.data.Reader()
 	for {
 		e, err := r.Next()
 		if err != nil {
-			return nil, corruptf("read DWARF: %v", err)
+			return corruptf("read DWARF: %v", err)
 		}
 		if e == nil {
-			return idx, nil
+			return nil
 		}
-		if e.Tag == dwarf.TagCompileUnit {
-			continue // Go puts its types at the top level of each unit
+		if e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagPartialUnit {
+			if name, _ := e.Val(dwarf.AttrName).(string); !want(name) {
+				r.SkipChildren() // to the next unit's header
+			}
+			continue
 		}
 		if e.Tag == dwarf.TagStructType {
 			if name, ok := e.Val(dwarf.AttrName).(string); ok {
@@ -64,6 +87,20 @@ func (b *Binary) loadDWARF() (idx *dwarfIndex, err error) {
 			r.SkipChildren()
 		}
 	}
+}
+
+// PrefetchDWARF loads and indexes the DWARF in the background, while the
+// caller reads the symbol and function tables: an analysis needs both, and
+// the DWARF's decompression is the larger part of its time (Caddy's 20 MB
+// .debug_info). wait returns once the load is over; call it before
+// Release, so that what the prefetch loads is released too.
+func (b *Binary) PrefetchDWARF() (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = b.dwarfTypes() // errors are FieldOffset's to report
+	}()
+	return func() { <-done }
 }
 
 // DWARFFieldOffset returns the byte offset of fieldPath within the struct
@@ -130,7 +167,7 @@ func (b *Binary) dwarfTypeData() (*dwarf.Data, error) {
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			return nil, nil
 		}
-		return s.Data()
+		return sectionBytes(s)
 	}
 	if b.elf.Section(".debug_info") == nil {
 		return b.elf.DWARF()
@@ -162,4 +199,28 @@ func (b *Binary) dwarfTypeData() (*dwarf.Data, error) {
 		}
 	}
 	return d, nil
+}
+
+// maxSectionRead bounds the buffer sectionBytes makes from a section
+// header's size: a corrupt header must not allocate gigabytes.
+const maxSectionRead = 1 << 30
+
+// sectionBytes reads section s, decompressed, into a buffer of its size.
+// debug/elf's Data grows its buffer as it reads a compressed section
+// (it does not trust the size in the header), copying 20 MB of Caddy's
+// .debug_info several times over; the size is trusted here up to
+// maxSectionRead, and a section that does not fill it exactly is corrupt.
+func sectionBytes(s *elf.Section) ([]byte, error) {
+	if s.Flags&elf.SHF_COMPRESSED == 0 || s.Size > maxSectionRead {
+		return s.Data()
+	}
+	buf := make([]byte, s.Size)
+	r := s.Open()
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	if n, _ := r.Read(make([]byte, 1)); n != 0 {
+		return nil, fmt.Errorf("section %s holds more than its %d bytes", s.Name, s.Size)
+	}
+	return buf, nil
 }

@@ -62,10 +62,12 @@ type Binary struct {
 	ptr    int // pointer size in bytes
 
 	// What analysis loads on first use and Release drops (loadMu).
-	loadMu    sync.Mutex
-	symtab    *symtab
-	symsErr   error
-	symsDone  bool
+	loadMu   sync.Mutex
+	symtab   *symtab
+	symsErr  error
+	symsDone bool
+
+	dwarfMu   sync.Mutex // not loadMu: the DWARF loads beside the symbols (PrefetchDWARF)
 	dwarf     *dwarfIndex
 	dwarfErr  error
 	dwarfDone bool
@@ -289,8 +291,10 @@ func (b *Binary) Size() int64 { return b.size }
 func (b *Binary) Release() {
 	b.loadMu.Lock()
 	b.symtab, b.symsErr, b.symsDone = nil, nil, false
-	b.dwarf, b.dwarfErr, b.dwarfDone = nil, nil, false
 	b.loadMu.Unlock()
+	b.dwarfMu.Lock()
+	b.dwarf, b.dwarfErr, b.dwarfDone = nil, nil, false
+	b.dwarfMu.Unlock()
 	b.typesMu.Lock()
 	b.types, b.typesErr, b.typesDone = nil, nil, false
 	b.typesMu.Unlock()

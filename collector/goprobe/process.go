@@ -172,6 +172,7 @@ func (p *Process) attach(shared bool, before func() error) (err error) {
 // resolve finds the probe sites and the struct offsets in the binary.
 func (p *Process) resolve() (godeadlineTtGoOffsets, error) {
 	var offs godeadlineTtGoOffsets
+	defer p.bin.PrefetchDWARF()()
 	ds, err := p.bin.DeadlineSites()
 	if err != nil {
 		return offs, err
