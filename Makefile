@@ -92,9 +92,10 @@ test-unprivileged: ## the unit tests as user nobody: root-only tests must skip w
 			| grep -E '^(--- SKIP|--- FAIL|ok|FAIL|PASS|panic)|^ +[a-z_]+_test\.go:[0-9]+: ' ); \
 	done
 
-bench: build ## overhead and storm benchmarks (root): prints ratios; correlator throughput; OTLP export throughput and memory
+bench: build ## overhead and storm benchmarks (root): prints ratios; correlator throughput; OTLP export throughput and memory; analysis time of an executable
 	TT_LAB=1 $(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./bench/... ./export/
 	$(GO) test -run '^$$' -bench '^BenchmarkCorrelator' -benchtime 2x -count 1 -benchmem ./correlate/
+	$(GO) test -run '^$$' -bench '^BenchmarkAnalysis$$' -benchtime 5x -count 1 -benchmem ./collector/goprobe/
 
 accuracy: build ## the accuracy matrix of the correlator in the fault lab, and the real-program suite (root): prints a table per scenario, per program x fault
 	TT_LAB=1 $(GO) test -count=1 -run '^(TestAccuracyMatrix|TestRealPrograms)$$' -v -timeout 30m ./cmd/tracer -args -accuracy.n=$${ACCURACY_N:-40}
