@@ -709,5 +709,21 @@ func exiting(procRoot string, pid int) bool {
 		return true
 	}
 	st := s[i+2]
-	return st == 'Z' || st == 'X' || st == 'x'
+	if st == 'Z' || st == 'X' || st == 'x' {
+		return true
+	}
+	// Still in do_exit: exit_signals sets PF_EXITING on the thread at its
+	// start, before the exit event, long before the process is a zombie
+	// (its memory and files are released first: under load, more than the
+	// 200 ms recheck).
+	f := strings.Fields(s[i+1:])
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
 }
+
+// pfExiting is the kernel's PF_EXITING task flag (include/linux/sched.h),
+// shown in /proc/PID/stat's flags field.
+const pfExiting = 0x00000004
