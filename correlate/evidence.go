@@ -481,6 +481,15 @@ func (e *evidence) probedBefore(sp span) bool {
 	return false
 }
 
+// srtt is the socket's smoothed RTT in ns from its latest snapshot, 0 when
+// none.
+func (e *evidence) srtt() uint64 {
+	if e.snap == nil {
+		return 0
+	}
+	return uint64(e.snap.srttUs) * 1000
+}
+
 // probeUnanswered: read at the expiry, the connection a waiter of d was
 // bound to still had data unacknowledged, its last transmission was its
 // last tail loss probe (a retransmission is a transmission: nothing was
@@ -509,11 +518,7 @@ func (e *evidence) probeUnanswered(d *event.Deadline) bool {
 			last = r.mono
 		}
 	}
-	var srtt uint64
-	if e.snap != nil {
-		srtt = uint64(e.snap.srttUs) * 1000
-	}
-	wait := max(4*srtt, uint64(10*time.Millisecond))
+	wait := max(4*e.srtt(), uint64(10*time.Millisecond))
 	// sentAgo is at most how long since the last transmission: at least
 	// the probe's age when the probe was the last.
 	return last != 0 && last+wait <= d.Mono && uint64(sentAgo) >= d.Mono-last
@@ -528,10 +533,7 @@ func (e *evidence) probeUnanswered(d *event.Deadline) bool {
 // earlier request's trouble, not this one's (800 requests of 3 ms each on a
 // healthy network: a probe 1–3 ms into a life read tlp, in CI).
 func (e *evidence) probedOlder(sp span) bool {
-	var srtt uint64
-	if e.snap != nil {
-		srtt = uint64(e.snap.srttUs) * 1000
-	}
+	srtt := e.srtt()
 	if srtt == 0 || sp.created == 0 {
 		return false // no RTT or no creation known: cannot tell
 	}
