@@ -265,9 +265,9 @@ const exitRecheck = 200 * time.Millisecond
 
 // sameProcess: pid is alive, not exiting, and, if traced, still the
 // process that was traced: the same start time. A pid reused by a process
-// that did not exec (a fork) within the recheck once kept an exited storm
-// process traced until the next rescan (TestDaemonProcessStorm in CI: 16
-// attached, 15 detached).
+// that did not exec (a fork, no exec event to detach the first) before the
+// recheck would otherwise keep the exited process traced until the next
+// rescan.
 func (a *Agent) sameProcess(pid int) bool {
 	if !alive(a.cfg.ProcRoot, pid) || exiting(a.cfg.ProcRoot, pid) {
 		return false
@@ -652,20 +652,25 @@ func (a *Agent) Close() error {
 // startTime is field 22 of /proc/PID/stat: with the PID it names one
 // process. "" when the process is gone.
 func startTime(procRoot string, pid int) string {
+	if f := statFields(procRoot, pid); len(f) >= 20 {
+		return f[19]
+	}
+	return ""
+}
+
+// statFields are the fields of /proc/PID/stat after the command name (its
+// state first), nil when the file cannot be read or parsed.
+func statFields(procRoot string, pid int) []string {
 	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return ""
+		return nil
 	}
 	s := string(b)
-	i := strings.LastIndexByte(s, ')')
+	i := strings.LastIndexByte(s, ')') // the name may hold any byte, ')' too
 	if i < 0 {
-		return ""
+		return nil
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
+	return strings.Fields(s[i+1:])
 }
 
 // processAge is how long ago process pid started: its start time (in
@@ -699,24 +704,17 @@ func alive(procRoot string, pid int) bool {
 // exiting reports whether the process is a zombie or dying (its executable
 // and memory are gone).
 func exiting(procRoot string, pid int) bool {
-	b, err := os.ReadFile(filepath.Join(procRoot, strconv.Itoa(pid), "stat"))
-	if err != nil {
+	f := statFields(procRoot, pid)
+	if len(f) == 0 {
 		return true
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
-		return true
-	}
-	st := s[i+2]
-	if st == 'Z' || st == 'X' || st == 'x' {
+	if st := f[0][0]; st == 'Z' || st == 'X' || st == 'x' {
 		return true
 	}
 	// Still in do_exit: exit_signals sets PF_EXITING on the thread at its
 	// start, before the exit event, long before the process is a zombie
 	// (its memory and files are released first: under load, more than the
 	// 200 ms recheck).
-	f := strings.Fields(s[i+1:])
 	if len(f) < 7 {
 		return false
 	}
