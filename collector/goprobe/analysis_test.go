@@ -15,7 +15,7 @@ import (
 // executable the agent has not analysed, or released). Its expiries before
 // then are not seen: the first burst of a storm of a program just started.
 // labapp (grpc-go, OpenTelemetry, net/http; DWARF) by default; TT_BIN
-// names another executable (Caddy: 40 MB, goose: 63 MB).
+// names another executable (docs/benchmarks.md: Caddy's 78 MiB, goose's 60 MiB).
 func BenchmarkAnalysis(b *testing.B) {
 	path := os.Getenv("TT_BIN")
 	if path == "" {
