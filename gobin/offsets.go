@@ -45,6 +45,9 @@ func ProbeFields() []FieldRef {
 		{"net.netFD", "pfd"},
 		{"internal/poll.FD", "Sysfd"},
 		{"net/http.Request", "ctx"},
+		// Client.Timeout: the budget of the deadline setRequestCancel
+		// makes from it.
+		{"net/http.Client", "Timeout"},
 		// HTTP/2 (the copy bundled into net/http) and TLS: the HTTP/2
 		// round trip's connection, and the TCP connection under a tls.Conn.
 		{"net/http.http2ClientConn", "tconn"},
