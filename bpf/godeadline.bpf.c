@@ -166,10 +166,28 @@ int go_span_start_ret(struct pt_regs *ctx)
 }
 
 /*
+ * frame_args is where the register arguments' spill slots of the function
+ * whose frame pointer is fp begin, in its caller's frame: 16 bytes above
+ * fp on amd64 (saved frame pointer, return address); on arm64 16 above the
+ * caller's frame pointer (the caller's saved link register sits at its
+ * stack pointer, 8 above its frame pointer).
+ */
+static __always_inline __u64 frame_args(__u64 fp)
+{
+#if GO_HAS_LR
+	return read_u64(fp) + 16;
+#else
+	return fp + 16;
+#endif
+}
+
+/*
  * read_stack fills waiter i's stack from goroutine g's saved state (the pc
  * it parked at, g.sched.pc in gopark, then the return addresses up Go's
  * frame pointers from g.sched.bp), and its first waiting frame's receiver
- * (struct tt_go_conn_layout), resolved later by resolve_waiter_conns.
+ * (struct tt_go_conn_layout), resolved later by resolve_waiter_conns; and
+ * the event's Client.Timeout (tt_go_event.client_timeout), from the first
+ * (*Client).send frame of the expiring deadline's request.
  */
 static __always_inline void read_stack(struct tt_go_event *e, __u32 i, __u64 g, const struct tt_go_offsets *off,
 				       const struct tt_go_conn_layout *cl)
@@ -182,24 +200,23 @@ static __always_inline void read_stack(struct tt_go_event *e, __u32 i, __u64 g, 
 		__u64 pc = read_u64(fp + 8);
 		e->waiter_pcs[i][j] = pc;
 		fp = read_u64(fp); /* the frame pointer of pc's function */
+		if (off->client_send_lo && !e->client_send_pc && pc > off->client_send_lo && pc <= off->client_send_hi) {
+			__u64 args = frame_args(fp);
+			__u64 req = read_u64(args + 8);
+			if (req && read_u64(req + off->request_ctx + 8) == e->parent_ctx && e->parent_ctx) {
+				e->client_send_pc = pc;
+				e->client_timeout = (__s64)read_u64(read_u64(args) + off->client_timeout);
+			}
+		}
 		if (!cl || e->waiter_frame[i])
 			continue;
 #pragma unroll
 		for (int k = 0; k < TT_WAIT_FRAMES; k++) {
 			if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
-				/* Its first argument's spill slot, in its caller's
-				 * frame: 16 bytes above its frame pointer on amd64
-				 * (saved frame pointer, return address); on arm64 16
-				 * above the caller's (the caller's saved link
-				 * register sits at its stack pointer, 8 above its
-				 * frame pointer). Kept in waiter_cookie until
-				 * resolve_waiter_conns replaces it. */
-#if GO_HAS_LR
-				__u64 argp = read_u64(fp) + 16;
-#else
-				__u64 argp = fp + 16;
-#endif
-				e->waiter_cookie[i] = read_u64(argp);
+				/* Its first argument's spill slot, kept in
+				 * waiter_cookie until resolve_waiter_conns
+				 * replaces it. */
+				e->waiter_cookie[i] = read_u64(frame_args(fp));
 				e->waiter_fd[i] = k;
 				e->waiter_frame[i] = j + 1;
 			}
@@ -618,6 +635,7 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 			cr = NULL;
 		}
 	}
+	e->parent_ctx = read_u64(c + off->timerctx_parent + 8);
 	if (off->has_waiters && kind == TT_GO_TIMER_FIRED) {
 		const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
 		read_waiters(e, c, off, cl);

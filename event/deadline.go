@@ -74,6 +74,12 @@ type Deadline struct {
 	// its context chain (zero: none, or its type records no start), read
 	// at the expiry: the budget's start when the creation was not seen.
 	SpanStart time.Time
+	// ClientTimeout is net/http's Client.Timeout when the deadline is the
+	// one the client made from it for a request (read at the expiry from
+	// a waiter's (*Client).send frame whose request's context is the
+	// deadline's parent): the budget, without the creation. 0: not such a
+	// deadline, or not read.
+	ClientTimeout time.Duration
 
 	// WaitersRead: the probe could read the waiters (the binary's layout
 	// was known). With no waiter, a fired timer stopped nothing that was
@@ -312,10 +318,14 @@ func (d *Deadline) SpanBudget() (time.Duration, bool) {
 }
 
 // BudgetFrom is Budget when the creation was seen ("creation"), else
-// SpanBudget ("span_start").
+// net/http's Client.Timeout for a deadline made from it
+// ("client_timeout"), else SpanBudget ("span_start").
 func (d *Deadline) BudgetFrom() (time.Duration, string, bool) {
 	if b, ok := d.Budget(); ok {
 		return b, "creation", true
+	}
+	if d.ClientTimeout > 0 {
+		return d.ClientTimeout, "client_timeout", true
 	}
 	if b, ok := d.SpanBudget(); ok {
 		return b, "span_start", true

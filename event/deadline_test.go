@@ -79,3 +79,30 @@ func TestWaitingPrefersTheCall(t *testing.T) {
 		t.Errorf("no connection frame: Waiting %q, want the first %q", got, watcher.At)
 	}
 }
+
+// TestBudgetFrom: the creation's budget first (the detail tier saw it set),
+// then net/http's Client.Timeout read at the expiry, then the span's start;
+// none of them: no budget.
+func TestBudgetFrom(t *testing.T) {
+	deadline := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		d    Deadline
+		want time.Duration
+		from string
+	}{
+		{"creation", Deadline{Deadline: deadline, Detail: true, Created: deadline.Add(-200 * time.Millisecond),
+			ClientTimeout: time.Second, SpanStart: deadline.Add(-3 * time.Second)}, 200 * time.Millisecond, "creation"},
+		{"client timeout", Deadline{Deadline: deadline, ClientTimeout: time.Second, SpanStart: deadline.Add(-3 * time.Second)}, time.Second, "client_timeout"},
+		{"span", Deadline{Deadline: deadline, SpanStart: deadline.Add(-3 * time.Second)}, 3 * time.Second, "span_start"},
+		{"span after the deadline", Deadline{Deadline: deadline, SpanStart: deadline.Add(time.Second)}, 0, ""},
+		{"none", Deadline{Deadline: deadline}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, from, ok := tc.d.BudgetFrom()
+			if ok != (tc.from != "") || b != tc.want || from != tc.from {
+				t.Errorf("BudgetFrom() = %v, %q, %v; want %v, %q", b, from, ok, tc.want, tc.from)
+			}
+		})
+	}
+}

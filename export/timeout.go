@@ -23,7 +23,9 @@ type TimeoutJSON struct {
 	Deadline string   `json:"deadline"`
 	BudgetMs *float64 `json:"budget_ms"`
 	// BudgetFrom says where budget_ms starts: "creation" (the detail tier
-	// saw the deadline set) or "span_start" (the start of the span above
+	// saw the deadline set), "client_timeout" (net/http's Client.Timeout,
+	// the deadline being the one a client made from it, read at the
+	// expiry) or "span_start" (the start of the span above
 	// it in the context chain, read at the expiry: the request's whole
 	// allowance as its span saw it).
 	BudgetFrom string   `json:"budget_from,omitempty"`

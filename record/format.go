@@ -93,26 +93,27 @@ type line struct {
 	Received     bool   `json:"received,omitempty"`
 	AtAttach     bool   `json:"at_attach,omitempty"` // a TCP state read at attach (event.TCP.AtAttach)
 
-	Ctx          uint64   `json:"ctx,omitempty"`
-	Deadline     string   `json:"deadline,omitempty"`
-	Children     uint64   `json:"children,omitempty"`
-	Cancelled    bool     `json:"cancelled,omitempty"`
-	TraceID      string   `json:"trace_id,omitempty"`
-	SpanID       string   `json:"span_id,omitempty"`
-	TraceSource  string   `json:"trace_source,omitempty"`
-	TraceSampled bool     `json:"trace_sampled,omitempty"`
-	TraceNote    string   `json:"trace_note,omitempty"`
-	Detail       bool     `json:"detail,omitempty"`
-	CreatedMono  uint64   `json:"created_mono,omitempty"`
-	Created      string   `json:"created,omitempty"`
-	CreatedPC    uint64   `json:"created_pc,omitempty"`
-	CreatedAt    string   `json:"created_at,omitempty"`
-	CreatedStack []string `json:"created_stack,omitempty"`
-	CreatedGoid  uint64   `json:"created_goid,omitempty"`
-	Waiters      []waiter `json:"waiters,omitempty"`
-	WaitingAt    string   `json:"waiting_at,omitempty"`
-	WaitersRead  bool     `json:"waiters_read,omitempty"`
-	SpanStart    string   `json:"span_start,omitempty"`
+	Ctx           uint64   `json:"ctx,omitempty"`
+	Deadline      string   `json:"deadline,omitempty"`
+	Children      uint64   `json:"children,omitempty"`
+	Cancelled     bool     `json:"cancelled,omitempty"`
+	TraceID       string   `json:"trace_id,omitempty"`
+	SpanID        string   `json:"span_id,omitempty"`
+	TraceSource   string   `json:"trace_source,omitempty"`
+	TraceSampled  bool     `json:"trace_sampled,omitempty"`
+	TraceNote     string   `json:"trace_note,omitempty"`
+	Detail        bool     `json:"detail,omitempty"`
+	CreatedMono   uint64   `json:"created_mono,omitempty"`
+	Created       string   `json:"created,omitempty"`
+	CreatedPC     uint64   `json:"created_pc,omitempty"`
+	CreatedAt     string   `json:"created_at,omitempty"`
+	CreatedStack  []string `json:"created_stack,omitempty"`
+	CreatedGoid   uint64   `json:"created_goid,omitempty"`
+	Waiters       []waiter `json:"waiters,omitempty"`
+	WaitingAt     string   `json:"waiting_at,omitempty"`
+	WaitersRead   bool     `json:"waiters_read,omitempty"`
+	SpanStart     string   `json:"span_start,omitempty"`
+	ClientTimeout string   `json:"client_timeout,omitempty"`
 
 	Source string `json:"source,omitempty"`
 
@@ -216,6 +217,7 @@ func toLine(ev event.Any, l *line) error {
 		l.Deadline, err2 = timeString(e.Deadline)
 		l.Created, err3 = timeString(e.Created)
 		l.SpanStart, err4 = timeString(e.SpanStart)
+		l.ClientTimeout = durString(e.ClientTimeout)
 		err = errors.Join(err, err2, err3, err4)
 	case *event.SockActivity:
 		*l = line{
@@ -319,6 +321,8 @@ func fromLine(l *line) (event.Any, error) {
 		check("created", err)
 		e.SpanStart, err = parseTime(l.SpanStart)
 		check("span_start", err)
+		e.ClientTimeout, err = parseDur(l.ClientTimeout)
+		check("client_timeout", err)
 		ev = e
 	case TypeActivity:
 		e := &event.SockActivity{Mono: l.Mono, PID: l.PID, Cookie: l.Cookie, Goid: l.Goid, Sent: l.Sent, Received: l.Received}

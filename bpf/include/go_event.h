@@ -66,6 +66,14 @@ struct tt_go_offsets {
 	__u32 h2_hf_value[2];
 	__u32 h2_hf_size[2];
 	__u32 pad1;
+	/* net/http's (*Client).send, [client_send_lo, client_send_hi)
+	 * (runtime addresses; 0: none), and Client.Timeout's offset: the
+	 * budget of the deadline setRequestCancel makes from Client.Timeout
+	 * (tt_go_event.client_timeout). */
+	__u64 client_send_lo;
+	__u64 client_send_hi;
+	__u32 client_timeout;
+	__u32 pad2;
 };
 
 /*
@@ -361,6 +369,18 @@ struct tt_go_event {
 	 * expiry: a net/http handler reading its request body. */
 	__u8 waiter_creator[TT_GO_WAITERS];
 	__u64 jiffies;
+	/* The expiring context's parent (its Context interface's data word). */
+	__u64 parent_ctx;
+	/* From the first stack read at the expiry with a net/http
+	 * (*Client).send frame whose request's context (data word) is the
+	 * expiring context's parent: the deadline is the one setRequestCancel
+	 * derived from that request's context and Client.Timeout (nothing else
+	 * between the two makes a timerCtx of the request's context), so its
+	 * budget is the receiver's Timeout (ns). client_send_pc: the frame's
+	 * return address, for userspace to check that both spill slots read
+	 * (receiver, request) were live there; 0: none found. */
+	__u64 client_send_pc;
+	__s64 client_timeout;
 };
 
 #endif

@@ -200,13 +200,29 @@ func TestTraceNeverExact(t *testing.T) {
 	requireGoTracing(t)
 	run := runTraced(t, testprog.Path(t, "deadlines"), []string{"-rounds", "5"}, "--detail", "never")
 	checkExact(t, run)
+	fromClient := 0
 	for _, r := range run.reports {
-		if r.Detail || r.BudgetMs != nil || r.CreatedAt != nil {
+		if r.Detail || r.CreatedAt != nil {
 			t.Errorf("detail fields without detail probes: %+v", r)
 		}
+		if r.BudgetMs == nil && r.BudgetFrom == "" {
+			continue
+		}
+		// net/http's Client.Timeout (30 ms, the target's -budget) is read
+		// at the expiry from the waiting request's (*Client).send frame:
+		// the budget of the deadline the client made from it, with no
+		// detail probe. No other deadline has a budget here.
+		if r.BudgetFrom != "client_timeout" || r.BudgetMs == nil || *r.BudgetMs != 30 || !strings.HasPrefix(r.WaitingAt, "net/http.") {
+			t.Errorf("budget_ms %s from %q waiting at %q, want 30 from client_timeout on http.Client timeouts only", jsonOf(r.BudgetMs), r.BudgetFrom, r.WaitingAt)
+			continue
+		}
+		fromClient++
 	}
 	if run.target.HTTP == 0 {
 		t.Error("the http.Client timeout scenario did not run")
+	}
+	if fromClient != run.target.HTTP {
+		t.Errorf("%d reports with the budget of Client.Timeout, want one per http.Client timeout (%d)", fromClient, run.target.HTTP)
 	}
 }
 

@@ -3,8 +3,10 @@ package goprobe
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/timeout-tracer/tracer/event"
@@ -68,6 +70,7 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 		}
 		out.CreatedPC, out.CreatedAt = creator(pcs, out.CreatedStack)
 	}
+	out.ClientTimeout = p.clientTimeout(&r)
 	out.Waiters = p.waiters(&r)
 	out.WaitingAt = out.Waiting()
 	out.WaitersRead = p.waitersRead
@@ -183,4 +186,23 @@ func traceparentSource(src uint8) string {
 		return "goroutine"
 	}
 	return "http_traceparent"
+}
+
+// clientTimeout is the budget the probe read from a (*Client).send frame
+// for a deadline net/http made from Client.Timeout, 0 when none was read or
+// a spill slot it read (receiver, request) was not live at that frame's
+// call: a slot not live may hold an earlier call's value (counted).
+func (p *Process) clientTimeout(r *godeadlineTtGoEvent) time.Duration {
+	if r.ClientSendPc == 0 || r.ClientTimeout <= 0 {
+		return 0
+	}
+	pc := r.ClientSendPc - p.bias - 1
+	if err := errors.Join(p.bin.ArgLive(pc, 0), p.bin.ArgLive(pc, 8)); err != nil {
+		p.mu.Lock()
+		p.ext.waitStale++
+		p.mu.Unlock()
+		p.log.Debug("Client.Timeout not read", "err", err)
+		return 0
+	}
+	return time.Duration(r.ClientTimeout)
 }

@@ -189,6 +189,10 @@ type gocallsTtGoOffsets struct {
 	H2HfSize          [2]uint32
 	Pad1              uint32
 	_                 [4]byte
+	ClientSendLo      uint64
+	ClientSendHi      uint64
+	ClientTimeout     uint32
+	Pad2              uint32
 }
 
 type gocallsTtGoSpanType struct {

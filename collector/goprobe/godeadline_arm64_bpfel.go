@@ -148,6 +148,9 @@ type godeadlineTtGoEvent struct {
 	WaiterCaState    [4]uint8
 	WaiterCreator    [4]uint8
 	Jiffies          uint64
+	ParentCtx        uint64
+	ClientSendPc     uint64
+	ClientTimeout    int64
 }
 
 type godeadlineTtGoExpiry uint32
@@ -253,6 +256,10 @@ type godeadlineTtGoOffsets struct {
 	H2HfSize          [2]uint32
 	Pad1              uint32
 	_                 [4]byte
+	ClientSendLo      uint64
+	ClientSendHi      uint64
+	ClientTimeout     uint32
+	Pad2              uint32
 }
 
 type godeadlineTtGoSpanType struct {

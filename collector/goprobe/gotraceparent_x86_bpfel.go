@@ -147,6 +147,10 @@ type gotraceparentTtGoOffsets struct {
 	H2HfSize          [2]uint32
 	Pad1              uint32
 	_                 [4]byte
+	ClientSendLo      uint64
+	ClientSendHi      uint64
+	ClientTimeout     uint32
+	Pad2              uint32
 }
 
 type gotraceparentTtGoSpanType struct {

@@ -82,6 +82,20 @@ func (p *Process) resolveHTTP2Servers(offs *godeadlineTtGoOffsets) []site {
 	return sites
 }
 
+// resolveClientTimeout lets the expiry probe read the budget of a deadline
+// net/http made from Client.Timeout: the range of (*Client).send, whose
+// receiver and request it reads from a waiter's stack, and Client.Timeout's
+// offset. Optional: without them no budget is read this way.
+func (p *Process) resolveClientTimeout(offs *godeadlineTtGoOffsets) {
+	fn, err1 := p.bin.Func("net/http.(*Client).send")
+	to, err2 := p.bin.FieldOffset("net/http.Client", "Timeout")
+	if err := errors.Join(err1, err2); err != nil {
+		p.log.Info("no budget from net/http's Client.Timeout", "err", err)
+		return
+	}
+	offs.ClientSendLo, offs.ClientSendHi, offs.ClientTimeout = fn.Entry+p.bias, fn.End+p.bias, uint32(to)
+}
+
 // resolveRoundTrip finds what binding a net/http request to its connection
 // needs: persistConn.roundTrip, the field chain persistConn.conn ->
 // *net.TCPConn -> netFD -> Sysfd, and *net.TCPConn's itab. Missing pieces
@@ -102,6 +116,7 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 		return
 	}
 	offs.RequestCtx = uint32(rc)
+	p.resolveClientTimeout(offs)
 	p.tripSites = append(p.tripSites, site{"go_http_roundtrip", p.objs.calls.GoHttpRoundtrip, addr})
 	if rets, err := p.bin.Returns(fn); err == nil {
 		for _, a := range rets {
