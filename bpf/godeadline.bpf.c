@@ -76,6 +76,7 @@ const struct tt_go_grpc_offsets *unused_go_grpc_offsets __attribute__((unused));
 const enum tt_go_tp_source *unused_go_tp_source __attribute__((unused));
 const enum tt_go_no_offset *unused_go_no_offset __attribute__((unused));
 const enum tt_go_af_found *unused_go_af_found __attribute__((unused));
+const enum tt_go_budget_src *unused_go_budget_src __attribute__((unused));
 const struct creation *unused_creation __attribute__((unused));
 const struct pid_ptr *unused_pid_ptr __attribute__((unused));
 const struct grpc_stream *unused_grpc_stream __attribute__((unused));
@@ -186,12 +187,20 @@ static __always_inline __u64 frame_args(__u64 fp)
  * it parked at, g.sched.pc in gopark, then the return addresses up Go's
  * frame pointers from g.sched.bp), and its first waiting frame's receiver
  * (struct tt_go_conn_layout), resolved later by resolve_waiter_conns; and
- * the event's Client.Timeout (tt_go_event.client_timeout), from the first
- * (*Client).send frame of the expiring deadline's request.
+ * the event's budget (tt_go_event.budget_ns), from the first budget frame
+ * of the expiring deadline's request (net/http's Client.Timeout,
+ * http.TimeoutHandler's duration). A global function, like
+ * read_chan_waiters: verified once, not at each of its four callers (16
+ * waiting frames inlined at each took go_timer_fired past the verifier's
+ * million instructions on arm64).
  */
-static __always_inline void read_stack(struct tt_go_event *e, __u32 i, __u64 g, const struct tt_go_offsets *off,
-				       const struct tt_go_conn_layout *cl)
+__noinline int read_stack(struct tt_go_event *e, __u32 i, __u64 g, const struct tt_go_offsets *off,
+			  const struct tt_go_conn_layout *cl)
 {
+	if (!e || !off)
+		return 0;
+	asm volatile("" : "+r"(i));
+	i &= TT_GO_WAITERS - 1;
 	e->waiter_pcs[i][0] = read_u64(g + off->g_sched_pc);
 	__u64 fp = read_u64(g + off->g_sched_bp);
 	for (int j = 1; j < TT_GO_WAIT_STACK; j++) {
@@ -200,12 +209,16 @@ static __always_inline void read_stack(struct tt_go_event *e, __u32 i, __u64 g, 
 		__u64 pc = read_u64(fp + 8);
 		e->waiter_pcs[i][j] = pc;
 		fp = read_u64(fp); /* the frame pointer of pc's function */
-		if (off->client_send_lo && !e->client_send_pc && pc > off->client_send_lo && pc <= off->client_send_hi) {
+#pragma unroll
+		for (int b = 0; b < TT_BUDGET_FRAMES; b++) {
+			if (e->budget_pc || !off->budget_lo[b] || pc <= off->budget_lo[b] || pc > off->budget_hi[b])
+				continue;
 			__u64 args = frame_args(fp);
-			__u64 req = read_u64(args + 8);
-			if (req && read_u64(req + off->request_ctx + 8) == e->parent_ctx && e->parent_ctx) {
-				e->client_send_pc = pc;
-				e->client_timeout = (__s64)read_u64(read_u64(args) + off->client_timeout);
+			__u64 req = read_u64(args + off->budget_req[b]);
+			if (req && e->parent_ctx && read_u64(req + off->request_ctx + 8) == e->parent_ctx) {
+				e->budget_pc = pc;
+				e->budget_ns = (__s64)read_u64(read_u64(args) + off->budget_recv[b]);
+				e->budget_src = b + 1;
 			}
 		}
 		if (!cl || e->waiter_frame[i])
@@ -213,15 +226,20 @@ static __always_inline void read_stack(struct tt_go_event *e, __u32 i, __u64 g, 
 #pragma unroll
 		for (int k = 0; k < TT_WAIT_FRAMES; k++) {
 			if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
-				/* Its first argument's spill slot, kept in
+				/* Its argument's spill slot, kept in
 				 * waiter_cookie until resolve_waiter_conns
-				 * replaces it. */
-				e->waiter_cookie[i] = read_u64(frame_args(fp));
-				e->waiter_fd[i] = k;
-				e->waiter_frame[i] = j + 1;
+				 * replaces it; an interface of another type
+				 * passes the frame over. */
+				__u64 a = frame_args(fp) + cl->wait_arg[k];
+				if (!cl->wait_itab[k] || read_u64(a - 8) == cl->wait_itab[k]) {
+					e->waiter_cookie[i] = read_u64(a);
+					e->waiter_fd[i] = k;
+					e->waiter_frame[i] = j + 1;
+				}
 			}
 		}
 	}
+	return 0;
 }
 
 /*
@@ -519,6 +537,68 @@ static __always_inline void read_waiters(struct tt_go_event *e, __u64 c, const s
 }
 
 /*
+ * read_inbound_reader: the first waiter whose waiting frame names an
+ * inbound connection it does not read itself (wait_inbound: net/http's
+ * (*timeoutHandler).ServeHTTP, waiting on its context while another
+ * goroutine runs the handler) is not bound to it; the goroutine parked
+ * reading that connection (its pollDesc's rg) is read as one more waiter,
+ * with its stack, when it is parked in a waiting frame of its own (a
+ * handler reading its request body, in net/http's connReader.Read; not the
+ * server's background read, which waits for the next request).
+ * waiter_af: TT_AF_INBOUND | the holder's index << 2 (userspace checks the
+ * holder's spill slots were live). Global, like read_chan_waiters.
+ */
+__noinline int read_inbound_reader(struct tt_go_event *e, const struct tt_go_offsets *off,
+				   const struct tt_go_conn_layout *cl)
+{
+	if (!e || !off || !cl)
+		return 0;
+	__u64 nfd = 0;
+	int wrapped = 0;
+	__u32 holder = 0;
+	for (int i = 0; i < TT_GO_WAITERS; i++) {
+		if (!e->waiter_frame[i] || e->waiter_af[i])
+			continue;
+		__u32 k = (__u32)e->waiter_fd[i];
+		asm volatile("" : "+r"(k));
+		k &= TT_WAIT_FRAMES - 1;
+		if (!cl->wait_inbound[k])
+			continue;
+		__u64 recv = e->waiter_cookie[i];
+		e->waiter_frame[i] = 0; /* waits on its context, not on the connection */
+		e->waiter_cookie[i] = 0;
+		if (nfd || !recv)
+			continue;
+		if (cl->wait_via[k])
+			recv = read_u64(recv + cl->wait_via[k] - 1);
+		if (!recv)
+			continue;
+		__u64 at = recv + cl->wait_conn[k];
+		__u64 tab = read_u64(at);
+		nfd = tcpconn_netfd(tab, read_u64(at + 8), off->tcpconn_itab, off->conn_fd, cl, &wrapped);
+		holder = i;
+	}
+	if (!nfd)
+		return 0;
+	__u64 pd = read_u64(nfd + cl->netfd_pd);
+	__u64 g = pd ? read_u64(pd + cl->polldesc_rg) : 0;
+	if (g <= 2) /* pdNil, pdReady, pdWait: nobody parked reading it */
+		return 0;
+	__u32 n = e->waiters;
+	if (n >= TT_GO_WAITERS)
+		return 0;
+	asm volatile("" : "+r"(n));
+	n &= TT_GO_WAITERS - 1;
+	read_stack(e, n, g, off, cl);
+	if (!e->waiter_frame[n])
+		return 0; /* parked elsewhere: userspace reads only e->waiters entries */
+	e->waiter_goid[n] = read_u64(g + off->g_goid);
+	e->waiter_af[n] = TT_AF_INBOUND | (holder << 2);
+	e->waiters = n + 1;
+	return 0;
+}
+
+/*
  * resolve_waiter_conns turns each waiting frame's receiver (left in
  * waiter_cookie by read_chan_waiters, with the frame's kind in waiter_fd)
  * into the connection it holds: the net.Conn wait_conn bytes in, its
@@ -540,14 +620,16 @@ static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const st
 		__u64 recv = e->waiter_cookie[i];
 		e->waiter_cookie[i] = 0;
 		e->waiter_fd[i] = -1;
-		if (recv && cl->wait_via[k] && !e->waiter_af[i])
+		/* An AfterFunc's waiter holds the *net.netFD itself. */
+		int af_netfd = e->waiter_af[i] && (e->waiter_af[i] & 3) != TT_AF_INBOUND;
+		if (recv && cl->wait_via[k] && !af_netfd)
 			recv = read_u64(recv + cl->wait_via[k] - 1);
-		if (recv && cl->wait_via2[k] && !e->waiter_af[i])
+		if (recv && cl->wait_via2[k] && !af_netfd)
 			recv = read_u64(recv + cl->wait_via2[k] - 1);
 		if (!recv)
 			continue;
 		__s64 fd;
-		if (e->waiter_af[i]) {
+		if (af_netfd) {
 			fd = recv ? (__s64)read_u64(recv + off->netfd_sysfd) : -1;
 		} else if (cl->wait_netfd[k]) {
 			fd = (__s64)read_u64(recv + off->netfd_sysfd);
@@ -641,8 +723,10 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 		read_waiters(e, c, off, cl);
 		if (cl && cr)
 			read_creator(e, cr->g, cr->goid, off, cl);
-		if (cl)
+		if (cl) {
+			read_inbound_reader(e, off, cl);
 			resolve_waiter_conns(e, off, cl);
+		}
 		else
 			for (int i = 0; i < TT_GO_WAITERS; i++)
 				e->waiter_fd[i] = -1;

@@ -74,12 +74,14 @@ type Deadline struct {
 	// its context chain (zero: none, or its type records no start), read
 	// at the expiry: the budget's start when the creation was not seen.
 	SpanStart time.Time
-	// ClientTimeout is net/http's Client.Timeout when the deadline is the
-	// one the client made from it for a request (read at the expiry from
-	// a waiter's (*Client).send frame whose request's context is the
-	// deadline's parent): the budget, without the creation. 0: not such a
-	// deadline, or not read.
-	ClientTimeout time.Duration
+	// SetBudget is the duration the deadline was made from, read at the
+	// expiry without its creation, and SetBudgetFrom where:
+	// "client_timeout" (net/http's Client.Timeout, from a waiter's
+	// (*Client).send frame) or "timeout_handler" (http.TimeoutHandler's,
+	// from its ServeHTTP frame), each when the frame's request's context
+	// is the deadline's parent. 0: not such a deadline, or not read.
+	SetBudget     time.Duration
+	SetBudgetFrom string
 
 	// WaitersRead: the probe could read the waiters (the binary's layout
 	// was known). With no waiter, a fired timer stopped nothing that was
@@ -317,15 +319,15 @@ func (d *Deadline) SpanBudget() (time.Duration, bool) {
 	return d.Deadline.Sub(d.SpanStart), true
 }
 
-// BudgetFrom is Budget when the creation was seen ("creation"), else
-// net/http's Client.Timeout for a deadline made from it
-// ("client_timeout"), else SpanBudget ("span_start").
+// BudgetFrom is Budget when the creation was seen ("creation"), else the
+// duration a deadline was made from, read at the expiry (SetBudgetFrom:
+// "client_timeout", "timeout_handler"), else SpanBudget ("span_start").
 func (d *Deadline) BudgetFrom() (time.Duration, string, bool) {
 	if b, ok := d.Budget(); ok {
 		return b, "creation", true
 	}
-	if d.ClientTimeout > 0 {
-		return d.ClientTimeout, "client_timeout", true
+	if d.SetBudget > 0 && d.SetBudgetFrom != "" {
+		return d.SetBudget, d.SetBudgetFrom, true
 	}
 	if b, ok := d.SpanBudget(); ok {
 		return b, "span_start", true

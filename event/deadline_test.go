@@ -92,8 +92,9 @@ func TestBudgetFrom(t *testing.T) {
 		from string
 	}{
 		{"creation", Deadline{Deadline: deadline, Detail: true, Created: deadline.Add(-200 * time.Millisecond),
-			ClientTimeout: time.Second, SpanStart: deadline.Add(-3 * time.Second)}, 200 * time.Millisecond, "creation"},
-		{"client timeout", Deadline{Deadline: deadline, ClientTimeout: time.Second, SpanStart: deadline.Add(-3 * time.Second)}, time.Second, "client_timeout"},
+			SetBudget: time.Second, SetBudgetFrom: "client_timeout", SpanStart: deadline.Add(-3 * time.Second)}, 200 * time.Millisecond, "creation"},
+		{"client timeout", Deadline{Deadline: deadline, SetBudget: time.Second, SetBudgetFrom: "client_timeout", SpanStart: deadline.Add(-3 * time.Second)}, time.Second, "client_timeout"},
+		{"timeout handler", Deadline{Deadline: deadline, SetBudget: 300 * time.Millisecond, SetBudgetFrom: "timeout_handler"}, 300 * time.Millisecond, "timeout_handler"},
 		{"span", Deadline{Deadline: deadline, SpanStart: deadline.Add(-3 * time.Second)}, 3 * time.Second, "span_start"},
 		{"span after the deadline", Deadline{Deadline: deadline, SpanStart: deadline.Add(time.Second)}, 0, ""},
 		{"none", Deadline{Deadline: deadline}, 0, ""},

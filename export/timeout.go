@@ -25,7 +25,8 @@ type TimeoutJSON struct {
 	// BudgetFrom says where budget_ms starts: "creation" (the detail tier
 	// saw the deadline set), "client_timeout" (net/http's Client.Timeout,
 	// the deadline being the one a client made from it, read at the
-	// expiry) or "span_start" (the start of the span above
+	// expiry), "timeout_handler" (an http.TimeoutHandler's duration,
+	// likewise) or "span_start" (the start of the span above
 	// it in the context chain, read at the expiry: the request's whole
 	// allowance as its span saw it).
 	BudgetFrom string   `json:"budget_from,omitempty"`

@@ -48,6 +48,10 @@ func ProbeFields() []FieldRef {
 		// Client.Timeout: the budget of the deadline setRequestCancel
 		// makes from it.
 		{"net/http.Client", "Timeout"},
+		// http.TimeoutHandler's: its duration (the budget of the deadline
+		// it sets), and the inbound connection behind its ResponseWriter.
+		{"net/http.timeoutHandler", "dt"},
+		{"net/http.response", "conn"},
 		// HTTP/2 (the copy bundled into net/http) and TLS: the HTTP/2
 		// round trip's connection, and the TCP connection under a tls.Conn.
 		{"net/http.http2ClientConn", "tconn"},

@@ -113,7 +113,8 @@ type line struct {
 	WaitingAt     string   `json:"waiting_at,omitempty"`
 	WaitersRead   bool     `json:"waiters_read,omitempty"`
 	SpanStart     string   `json:"span_start,omitempty"`
-	ClientTimeout string   `json:"client_timeout,omitempty"`
+	SetBudget     string   `json:"set_budget,omitempty"`
+	SetBudgetFrom string   `json:"set_budget_from,omitempty"`
 
 	Source string `json:"source,omitempty"`
 
@@ -217,7 +218,7 @@ func toLine(ev event.Any, l *line) error {
 		l.Deadline, err2 = timeString(e.Deadline)
 		l.Created, err3 = timeString(e.Created)
 		l.SpanStart, err4 = timeString(e.SpanStart)
-		l.ClientTimeout = durString(e.ClientTimeout)
+		l.SetBudget, l.SetBudgetFrom = durString(e.SetBudget), e.SetBudgetFrom
 		err = errors.Join(err, err2, err3, err4)
 	case *event.SockActivity:
 		*l = line{
@@ -321,8 +322,9 @@ func fromLine(l *line) (event.Any, error) {
 		check("created", err)
 		e.SpanStart, err = parseTime(l.SpanStart)
 		check("span_start", err)
-		e.ClientTimeout, err = parseDur(l.ClientTimeout)
-		check("client_timeout", err)
+		e.SetBudget, err = parseDur(l.SetBudget)
+		check("set_budget", err)
+		e.SetBudgetFrom = l.SetBudgetFrom
 		ev = e
 	case TypeActivity:
 		e := &event.SockActivity{Mono: l.Mono, PID: l.PID, Cookie: l.Cookie, Goid: l.Goid, Sent: l.Sent, Received: l.Received}

@@ -13,6 +13,15 @@ enum tt_go_expiry {
 	TT_GO_TIMER_FIRED_CANCELLED = 3, /* the timer fired after the program cancelled the context (it saw the deadline first, e.g. as a socket deadline) */
 };
 
+/* Where a budget read at the expiry comes from (tt_go_event.budget_src).
+ * Numbers are part of the record format: only append. */
+enum tt_go_budget_src {
+	TT_BUDGET_NONE = 0,
+	TT_BUDGET_CLIENT_TIMEOUT = 1,  /* net/http's (*Client).send: Client.Timeout */
+	TT_BUDGET_TIMEOUT_HANDLER = 2, /* net/http's (*timeoutHandler).ServeHTTP: http.TimeoutHandler's duration */
+};
+#define TT_BUDGET_FRAMES 2
+
 /* Struct field offsets in the traced binary, resolved in userspace (DWARF, else a table by Go version). */
 struct tt_go_offsets {
 	__u32 timerctx_deadline;   /* context.timerCtx.deadline (a time.Time: wall, ext, loc) */
@@ -66,14 +75,15 @@ struct tt_go_offsets {
 	__u32 h2_hf_value[2];
 	__u32 h2_hf_size[2];
 	__u32 pad1;
-	/* net/http's (*Client).send, [client_send_lo, client_send_hi)
-	 * (runtime addresses; 0: none), and Client.Timeout's offset: the
-	 * budget of the deadline setRequestCancel makes from Client.Timeout
-	 * (tt_go_event.client_timeout). */
-	__u64 client_send_lo;
-	__u64 client_send_hi;
-	__u32 client_timeout;
-	__u32 pad2;
+	/* Budget frames (enum tt_go_budget_src - 1): functions [budget_lo,
+	 * budget_hi) (runtime addresses; 0: none) that make a deadline from
+	 * a duration their receiver holds, budget_recv bytes in, out of the
+	 * context of a *http.Request they take budget_req bytes into their
+	 * spill slots (tt_go_event.budget_ns). */
+	__u64 budget_lo[TT_BUDGET_FRAMES];
+	__u64 budget_hi[TT_BUDGET_FRAMES];
+	__u32 budget_recv[TT_BUDGET_FRAMES];
+	__u32 budget_req[TT_BUDGET_FRAMES];
 };
 
 /*
@@ -83,7 +93,7 @@ struct tt_go_offsets {
  * Absent for a process: plain TCP only, no HTTP/2 round trips.
  */
 #define TT_CONN_WRAPPERS 2
-#define TT_WAIT_FRAMES 8
+#define TT_WAIT_FRAMES 16
 #define TT_AFTERFUNCS 4
 struct tt_go_conn_layout {
 	__u64 wrap_itab[TT_CONN_WRAPPERS];  /* a wrapper's itab as a net.Conn (runtime address), 0: none */
@@ -114,6 +124,18 @@ struct tt_go_conn_layout {
 	 * descriptor at the process's netfd_sysfd; wait_conn and the vias
 	 * unused. */
 	__u32 wait_netfd[TT_WAIT_FRAMES];
+	/* Where the frame's argument is: wait_arg bytes into its spill slots
+	 * (0: the first argument, its receiver); with wait_itab non-zero an
+	 * interface's data word, whose itab (8 bytes before it) must be
+	 * wait_itab (runtime address), else the frame is passed over. */
+	__u32 wait_arg[TT_WAIT_FRAMES];
+	__u64 wait_itab[TT_WAIT_FRAMES];
+	/* Non-zero: the connection the frame names is an inbound one its
+	 * goroutine does not read itself (net/http's (*timeoutHandler).ServeHTTP
+	 * waits on its context while another goroutine runs the handler):
+	 * the goroutine parked reading that connection (its pollDesc's rg) is
+	 * read as one more waiter (TT_AF_INBOUND), and this one is not bound. */
+	__u32 wait_inbound[TT_WAIT_FRAMES];
 	/* Connections held by AfterFunc registrations on the expiring
 	 * context (or its children), found without the detail tier: net's
 	 * (*netFD).connect since Go 1.26 (a dial waiting for its handshake),
@@ -141,6 +163,10 @@ struct tt_go_conn_layout {
 enum tt_go_af_found {
 	TT_AF_PARKED = 1,  /* a goroutine parked on the connection in the poller: its stack was read */
 	TT_AF_READIED = 2, /* none parked (a dial readied by its socket deadline in the same instant, not run since): the connection only */
+	/* Not an AfterFunc's: the goroutine parked reading the inbound
+	 * connection of waiter N's waiting frame (wait_inbound), with N in
+	 * place of the closure's index; its own waiting frame binds it. */
+	TT_AF_INBOUND = 3,
 };
 
 /* How a goroutine was bound to a socket. */
@@ -371,16 +397,20 @@ struct tt_go_event {
 	__u64 jiffies;
 	/* The expiring context's parent (its Context interface's data word). */
 	__u64 parent_ctx;
-	/* From the first stack read at the expiry with a net/http
-	 * (*Client).send frame whose request's context (data word) is the
-	 * expiring context's parent: the deadline is the one setRequestCancel
-	 * derived from that request's context and Client.Timeout (nothing else
-	 * between the two makes a timerCtx of the request's context), so its
-	 * budget is the receiver's Timeout (ns). client_send_pc: the frame's
-	 * return address, for userspace to check that both spill slots read
-	 * (receiver, request) were live there; 0: none found. */
-	__u64 client_send_pc;
-	__s64 client_timeout;
+	/* From the first stack read at the expiry with a budget frame
+	 * (tt_go_offsets.budget_lo) whose request's context (data word) is
+	 * the expiring context's parent: the deadline is the one that
+	 * function derived from that request's context and the duration its
+	 * receiver holds (net/http's setRequestCancel from Client.Timeout,
+	 * http.TimeoutHandler's from its own; nothing else between the two
+	 * makes a timerCtx of the request's context), so that duration is its
+	 * budget (ns). budget_pc: the frame's return address, for userspace to
+	 * check that both spill slots read (receiver, request) were live
+	 * there; 0: none found. budget_src: enum tt_go_budget_src. */
+	__u64 budget_pc;
+	__s64 budget_ns;
+	__u8 budget_src;
+	__u8 _pad3[7];
 };
 
 #endif

@@ -70,7 +70,7 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 		}
 		out.CreatedPC, out.CreatedAt = creator(pcs, out.CreatedStack)
 	}
-	out.ClientTimeout = p.clientTimeout(&r)
+	out.SetBudget, out.SetBudgetFrom = p.setBudget(&r)
 	out.Waiters = p.waiters(&r)
 	out.WaitingAt = out.Waiting()
 	out.WaitersRead = p.waitersRead
@@ -188,21 +188,33 @@ func traceparentSource(src uint8) string {
 	return "http_traceparent"
 }
 
-// clientTimeout is the budget the probe read from a (*Client).send frame
-// for a deadline net/http made from Client.Timeout, 0 when none was read or
-// a spill slot it read (receiver, request) was not live at that frame's
-// call: a slot not live may hold an earlier call's value (counted).
-func (p *Process) clientTimeout(r *godeadlineTtGoEvent) time.Duration {
-	if r.ClientSendPc == 0 || r.ClientTimeout <= 0 {
-		return 0
+// setBudget is the budget the probe read from a budget frame (a
+// (*Client).send, a (*timeoutHandler).ServeHTTP) for a deadline that
+// function's code made from a duration, and where from; 0 when none was
+// read or a spill slot it read (receiver, request) was not live at that
+// frame's call: a slot not live may hold an earlier call's value
+// (counted).
+func (p *Process) setBudget(r *godeadlineTtGoEvent) (time.Duration, string) {
+	if r.BudgetPc == 0 || r.BudgetNs <= 0 {
+		return 0, ""
 	}
-	pc := r.ClientSendPc - p.bias - 1
-	if err := errors.Join(p.bin.ArgLive(pc, 0), p.bin.ArgLive(pc, 8)); err != nil {
+	var req uint64
+	var from string
+	switch r.BudgetSrc {
+	case uint8(godeadlineTtGoBudgetSrcTT_BUDGET_CLIENT_TIMEOUT):
+		req, from = budgetReqClient, "client_timeout"
+	case uint8(godeadlineTtGoBudgetSrcTT_BUDGET_TIMEOUT_HANDLER):
+		req, from = budgetReqHandler, "timeout_handler"
+	default:
+		return 0, ""
+	}
+	pc := r.BudgetPc - p.bias - 1
+	if err := errors.Join(p.bin.ArgLive(pc, 0), p.bin.ArgLive(pc, req)); err != nil {
 		p.mu.Lock()
 		p.ext.waitStale++
 		p.mu.Unlock()
-		p.log.Debug("Client.Timeout not read", "err", err)
-		return 0
+		p.log.Debug("a deadline's budget not read", "from", from, "err", err)
+		return 0, ""
 	}
-	return time.Duration(r.ClientTimeout)
+	return time.Duration(r.BudgetNs), from
 }

@@ -91,12 +91,15 @@ type gocallsTtGoConnLayout struct {
 	WrapInner     [2]uint32
 	H2Tconn       [2]uint32
 	H2ReqCtx      [2]uint32
-	WaitLo        [8]uint64
-	WaitHi        [8]uint64
-	WaitConn      [8]uint32
-	WaitVia       [8]uint32
-	WaitVia2      [8]uint32
-	WaitNetfd     [8]uint32
+	WaitLo        [16]uint64
+	WaitHi        [16]uint64
+	WaitConn      [16]uint32
+	WaitVia       [16]uint32
+	WaitVia2      [16]uint32
+	WaitNetfd     [16]uint32
+	WaitArg       [16]uint32
+	WaitItab      [16]uint64
+	WaitInbound   [16]uint32
 	AfterfuncItab uint64
 	AfFn          [4]uint64
 	AfFramePc     [4]uint64
@@ -189,10 +192,10 @@ type gocallsTtGoOffsets struct {
 	H2HfSize          [2]uint32
 	Pad1              uint32
 	_                 [4]byte
-	ClientSendLo      uint64
-	ClientSendHi      uint64
-	ClientTimeout     uint32
-	Pad2              uint32
+	BudgetLo          [2]uint64
+	BudgetHi          [2]uint64
+	BudgetRecv        [2]uint32
+	BudgetReq         [2]uint32
 }
 
 type gocallsTtGoSpanType struct {

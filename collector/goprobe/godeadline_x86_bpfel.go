@@ -69,6 +69,15 @@ type godeadlineTtGoAfFound uint32
 const (
 	godeadlineTtGoAfFoundTT_AF_PARKED  godeadlineTtGoAfFound = 1
 	godeadlineTtGoAfFoundTT_AF_READIED godeadlineTtGoAfFound = 2
+	godeadlineTtGoAfFoundTT_AF_INBOUND godeadlineTtGoAfFound = 3
+)
+
+type godeadlineTtGoBudgetSrc uint32
+
+const (
+	godeadlineTtGoBudgetSrcTT_BUDGET_NONE            godeadlineTtGoBudgetSrc = 0
+	godeadlineTtGoBudgetSrcTT_BUDGET_CLIENT_TIMEOUT  godeadlineTtGoBudgetSrc = 1
+	godeadlineTtGoBudgetSrcTT_BUDGET_TIMEOUT_HANDLER godeadlineTtGoBudgetSrc = 2
 )
 
 type godeadlineTtGoConnLayout struct {
@@ -77,12 +86,15 @@ type godeadlineTtGoConnLayout struct {
 	WrapInner     [2]uint32
 	H2Tconn       [2]uint32
 	H2ReqCtx      [2]uint32
-	WaitLo        [8]uint64
-	WaitHi        [8]uint64
-	WaitConn      [8]uint32
-	WaitVia       [8]uint32
-	WaitVia2      [8]uint32
-	WaitNetfd     [8]uint32
+	WaitLo        [16]uint64
+	WaitHi        [16]uint64
+	WaitConn      [16]uint32
+	WaitVia       [16]uint32
+	WaitVia2      [16]uint32
+	WaitNetfd     [16]uint32
+	WaitArg       [16]uint32
+	WaitItab      [16]uint64
+	WaitInbound   [16]uint32
 	AfterfuncItab uint64
 	AfFn          [4]uint64
 	AfFramePc     [4]uint64
@@ -149,8 +161,10 @@ type godeadlineTtGoEvent struct {
 	WaiterCreator    [4]uint8
 	Jiffies          uint64
 	ParentCtx        uint64
-	ClientSendPc     uint64
-	ClientTimeout    int64
+	BudgetPc         uint64
+	BudgetNs         int64
+	BudgetSrc        uint8
+	Pad3             [7]uint8
 }
 
 type godeadlineTtGoExpiry uint32
@@ -256,10 +270,10 @@ type godeadlineTtGoOffsets struct {
 	H2HfSize          [2]uint32
 	Pad1              uint32
 	_                 [4]byte
-	ClientSendLo      uint64
-	ClientSendHi      uint64
-	ClientTimeout     uint32
-	Pad2              uint32
+	BudgetLo          [2]uint64
+	BudgetHi          [2]uint64
+	BudgetRecv        [2]uint32
+	BudgetReq         [2]uint32
 }
 
 type godeadlineTtGoSpanType struct {
@@ -316,6 +330,7 @@ const (
 	godeadlineProgGoTimerFired        = "go_timer_fired"
 	godeadlineVarUnusedCreation       = "unused_creation"
 	godeadlineVarUnusedGoAfFound      = "unused_go_af_found"
+	godeadlineVarUnusedGoBudgetSrc    = "unused_go_budget_src"
 	godeadlineVarUnusedGoConnLayout   = "unused_go_conn_layout"
 	godeadlineVarUnusedGoCtxItab      = "unused_go_ctx_itab"
 	godeadlineVarUnusedGoEvent        = "unused_go_event"
@@ -406,6 +421,7 @@ type godeadlineMapSpecs struct {
 type godeadlineVariableSpecs struct {
 	UnusedCreation      *ebpf.VariableSpec `ebpf:"unused_creation"`
 	UnusedGoAfFound     *ebpf.VariableSpec `ebpf:"unused_go_af_found"`
+	UnusedGoBudgetSrc   *ebpf.VariableSpec `ebpf:"unused_go_budget_src"`
 	UnusedGoConnLayout  *ebpf.VariableSpec `ebpf:"unused_go_conn_layout"`
 	UnusedGoCtxItab     *ebpf.VariableSpec `ebpf:"unused_go_ctx_itab"`
 	UnusedGoEvent       *ebpf.VariableSpec `ebpf:"unused_go_event"`
@@ -482,6 +498,7 @@ func (m *godeadlineMaps) Close() error {
 type godeadlineVariables struct {
 	UnusedCreation      *ebpf.Variable `ebpf:"unused_creation"`
 	UnusedGoAfFound     *ebpf.Variable `ebpf:"unused_go_af_found"`
+	UnusedGoBudgetSrc   *ebpf.Variable `ebpf:"unused_go_budget_src"`
 	UnusedGoConnLayout  *ebpf.Variable `ebpf:"unused_go_conn_layout"`
 	UnusedGoCtxItab     *ebpf.Variable `ebpf:"unused_go_ctx_itab"`
 	UnusedGoEvent       *ebpf.Variable `ebpf:"unused_go_event"`

@@ -82,6 +82,15 @@ func (p *Process) resolveHTTP2Servers(offs *godeadlineTtGoOffsets) []site {
 	return sites
 }
 
+// Where the budget frames take their *http.Request, in bytes into their
+// register arguments' spill slots: (*Client).send(req, deadline) after its
+// receiver; (*timeoutHandler).ServeHTTP(w, r) after its receiver and the
+// ResponseWriter's two words.
+const (
+	budgetReqClient  = 8
+	budgetReqHandler = 3 * 8
+)
+
 // resolveClientTimeout lets the expiry probe read the budget of a deadline
 // net/http made from Client.Timeout: the range of (*Client).send, whose
 // receiver and request it reads from a waiter's stack, and Client.Timeout's
@@ -93,7 +102,9 @@ func (p *Process) resolveClientTimeout(offs *godeadlineTtGoOffsets) {
 		p.log.Info("no budget from net/http's Client.Timeout", "err", err)
 		return
 	}
-	offs.ClientSendLo, offs.ClientSendHi, offs.ClientTimeout = fn.Entry+p.bias, fn.End+p.bias, uint32(to)
+	b := godeadlineTtGoBudgetSrcTT_BUDGET_CLIENT_TIMEOUT - 1
+	offs.BudgetLo[b], offs.BudgetHi[b] = fn.Entry+p.bias, fn.End+p.bias
+	offs.BudgetRecv[b], offs.BudgetReq[b] = uint32(to), budgetReqClient
 }
 
 // resolveRoundTrip finds what binding a net/http request to its connection
@@ -167,7 +178,71 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 			p.log.Info("a net/http handler reading its request body is not bound", "err", errors.Join(err1, err2))
 		}
 	}
+	p.resolveTimeoutHandler(offs)
 	p.resolveConnLayout()
+}
+
+// resolveTimeoutHandler makes net/http's (*timeoutHandler).ServeHTTP a
+// waiting frame of the inbound kind: the connection's serving goroutine
+// waits there on the deadline http.TimeoutHandler set while another
+// goroutine runs the handler, and its ResponseWriter (its second argument,
+// an interface: an *http.response on HTTP/1) holds the *conn and that its
+// net.Conn (rwc). The expiry probe binds the goroutine parked reading
+// that connection, when it reads in a waiting frame of its own (the
+// handler reading its request body): a slow client. Optional.
+func (p *Process) resolveTimeoutHandler(offs *godeadlineTtGoOffsets) {
+	fn, err := p.bin.Func("net/http.(*timeoutHandler).ServeHTTP")
+	if err != nil {
+		return // no http.TimeoutHandler in this program
+	}
+	fail := func(err error) {
+		p.log.Info("a slow client behind http.TimeoutHandler is not bound", "err", err)
+	}
+	var fo [6]int64
+	for j, f := range [][2]string{{"net/http.response", "conn"}, {"net/http.conn", "rwc"}, {"net.netFD", "pfd"},
+		{"internal/poll.FD", "pd"}, {"internal/poll.pollDesc", "runtimeCtx"}, {"runtime.pollDesc", "rg"}} {
+		if fo[j], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
+			fail(err)
+			return
+		}
+	}
+	itabs, err := p.bin.Itabs()
+	if err != nil {
+		fail(err)
+		return
+	}
+	var itab uint64
+	for _, it := range itabs {
+		if it.Type.String() == "*net/http.response" && it.Interface.String() == "net/http.ResponseWriter" {
+			itab = it.Addr + p.bias
+		}
+	}
+	if itab == 0 {
+		fail(errors.New("no itab of *http.response as an http.ResponseWriter"))
+		return
+	}
+	if offs.TcpconnItab == 0 { // (net.conn.fd is at offset 0)
+		fail(errors.New("no layout of *net.TCPConn as a net.Conn"))
+		return
+	}
+	i := p.addWaitFrameVia2(fn, fo[0], -1, fo[1])
+	if i < 0 {
+		return
+	}
+	cl := &p.ext.conns
+	// ServeHTTP(w ResponseWriter, r *Request): the receiver's word, then
+	// w's itab and data words.
+	cl.WaitArg[i], cl.WaitItab[i], cl.WaitInbound[i] = 2*8, itab, 1
+	cl.NetfdPd, cl.PolldescRg = uint32(fo[2]+fo[3]+fo[4]), uint32(fo[5])
+	// Its budget: the deadline it sets is WithTimeout(r.Context(), h.dt).
+	dt, err := p.bin.FieldOffset("net/http.timeoutHandler", "dt")
+	if err != nil || offs.RequestCtx == 0 {
+		p.log.Info("no budget from http.TimeoutHandler", "err", err)
+		return
+	}
+	b := godeadlineTtGoBudgetSrcTT_BUDGET_TIMEOUT_HANDLER - 1
+	offs.BudgetLo[b], offs.BudgetHi[b] = fn.Entry+p.bias, fn.End+p.bias
+	offs.BudgetRecv[b], offs.BudgetReq[b] = uint32(dt), budgetReqHandler
 }
 
 // resolveDialWait makes net's (*netFD).connect a waiting frame, the last

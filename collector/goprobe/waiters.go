@@ -71,7 +71,7 @@ func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
 	for i := range n {
 		w := event.Waiter{Goid: r.WaiterGoid[i], Woken: r.WaiterWoken[i] != 0, Creator: r.WaiterCreator[i] != 0}
 		af := -1
-		if r.WaiterAf[i] != 0 {
+		if r.WaiterAf[i] != 0 && !inbound(r, i) {
 			af = int(r.WaiterAf[i] >> 2)
 			if af < len(p.ext.afNames) {
 				w.AfterFunc = p.ext.afNames[af]
@@ -152,9 +152,21 @@ func (p *Process) waiterConn(r *godeadlineTtGoEvent, i int) (uint64, string, int
 			frame = p.ext.waitFrames[k]
 		}
 	}
-	// The connection came from an AfterFunc's closure, and the goroutine
-	// from its poller: no spill slot. The frame is the registering call.
-	if r.WaiterAf[i] != 0 {
+	// Found parked reading the inbound connection another waiter's
+	// frame named (http.TimeoutHandler's): that frame's spill slots too
+	// must have held its arguments.
+	if inbound(r, i) {
+		if err := p.holderLive(r, int(r.WaiterAf[i]>>2)); err != nil {
+			p.mu.Lock()
+			p.ext.waitStale++
+			p.mu.Unlock()
+			p.log.Debug("inbound connection's holder not read", "frame", frame, "err", err)
+			return 0, frame, -1
+		}
+	} else if r.WaiterAf[i] != 0 {
+		// The connection came from an AfterFunc's closure, and the
+		// goroutine from its poller: no spill slot. The frame is the
+		// registering call.
 		if af := int(r.WaiterAf[i] >> 2); af < len(p.ext.afNames) {
 			frame = p.ext.afNames[af]
 		}
@@ -175,4 +187,39 @@ func (p *Process) waiterConn(r *godeadlineTtGoEvent, i int) (uint64, string, int
 		p.mu.Unlock()
 	}
 	return r.WaiterCookie[i], frame, r.WaiterFd[i]
+}
+
+// inbound reports whether waiter i of r was found parked reading the
+// inbound connection of another waiter's frame (TT_AF_INBOUND).
+func inbound(r *godeadlineTtGoEvent, i int) bool {
+	return r.WaiterAf[i]&3 == uint8(godeadlineTtGoAfFoundTT_AF_INBOUND)
+}
+
+// holderLive checks that the frame through which the probe found an
+// inbound connection (in waiter h's stack, a waiting frame of the inbound
+// kind) held its argument there: the argument's words (an interface's
+// itab and data) were live at that frame's call.
+func (p *Process) holderLive(r *godeadlineTtGoEvent, h int) error {
+	if h >= len(r.WaiterPcs) {
+		return errors.New("no such waiter")
+	}
+	cl := &p.ext.conns
+	for _, pc := range r.WaiterPcs[h][1:] {
+		if pc == 0 {
+			break
+		}
+		for k := range cl.WaitLo {
+			if cl.WaitInbound[k] == 0 || pc <= cl.WaitLo[k] || pc > cl.WaitHi[k] {
+				continue
+			}
+			at, arg := pc-p.bias-1, uint64(cl.WaitArg[k])
+			if cl.WaitItab[k] != 0 {
+				if err := p.bin.ArgLive(at, arg-8); err != nil {
+					return err
+				}
+			}
+			return p.bin.ArgLive(at, arg)
+		}
+	}
+	return errors.New("its frame is not in its stack")
 }

@@ -183,6 +183,13 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 				errs = append(errs, fmt.Errorf("an HTTP timeout bound at the expiry to descriptors %v, want one of the target's %v", fds, want.HTTPFDs))
 				break
 			}
+			// Its budget, Client.Timeout (the target's -budget), read
+			// from the waiter's (*Client).send frame: its receiver and
+			// request's spill slots, on each architecture.
+			if e.SetBudget != cfg.budget || e.SetBudgetFrom != "client_timeout" {
+				errs = append(errs, fmt.Errorf("an HTTP timeout's budget read at the expiry %v from %q, want %v from client_timeout", e.SetBudget, e.SetBudgetFrom, cfg.budget))
+				break
+			}
 			bound++
 			waiting++
 			continue
@@ -193,7 +200,7 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 		}
 		waiting++
 	}
-	msg += fmt.Sprintf("; waiting_at on %d fired timers; %d of %d HTTP timeouts bound at the expiry to the target's connection", waiting, bound, want.HTTP)
+	msg += fmt.Sprintf("; waiting_at on %d fired timers; %d of %d HTTP timeouts bound at the expiry to the target's connection, with their Client.Timeout", waiting, bound, want.HTTP)
 	// http.Client.Timeout's own timer can cancel the context just before
 	// the context's timer fires (its waiters are then not read): some, not
 	// every one, may go unbound; none bound is a failure.
