@@ -65,3 +65,61 @@ func TestCauseHTTPSlowClient(t *testing.T) {
 		})
 	}
 }
+
+// TestCauseHTTPSlowClientTimeoutHandler: the handler's deadline is
+// http.TimeoutHandler's, which waits on it on the connection's serving
+// goroutine while the handler, on a goroutine of its own, reads the
+// stalled upload. With no detail probe (--detail never), the expiry probe
+// reads the ResponseWriter from TimeoutHandler's frame (its second
+// argument: net/http's *response, its conn, the inbound connection), then
+// the goroutine parked reading that connection: the handler, in
+// net/http's body read. Every report is slow_client/exact naming the
+// client's inbound connection (before: unknown, "waited on no outbound
+// connection"), with TimeoutHandler's duration as its budget.
+func TestCauseHTTPSlowClientTimeoutHandler(t *testing.T) {
+	requireGoTracing(t)
+	for _, detail := range []string{"never", "always"} {
+		t.Run("detail_"+detail, func(t *testing.T) {
+			server := []string{"http-server", "-addr", ":8080", "-timeout-handler", "300ms"}
+			client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "8", "-concurrency", "2", "-timeout", "3s", "-span", "before",
+				"-req-bytes", "400000", "-body-stall", "1s"}
+			run := runLab(t, server, client, true, nil, "--detail", detail)
+			expired := 0
+			for _, l := range run.server {
+				if l.Outcome == "deadline_exceeded" {
+					expired++
+				}
+			}
+			if expired < 6 {
+				t.Fatalf("%d of 8 handlers' deadlines expired, want most: %s", expired, run.stderr)
+			}
+			slow := 0
+			for _, r := range run.reports {
+				if r.Cause == nil || len(r.Cause.Connections) == 0 {
+					t.Errorf("report without a cause or a connection: %s", jsonOf(r))
+					continue
+				}
+				// Its budget, TimeoutHandler's duration, read at the
+				// expiry from its ServeHTTP frame (or the creation, seen
+				// by the detail tier).
+				wantFrom := map[string]string{"never": "timeout_handler", "always": "creation"}[detail]
+				if r.BudgetMs == nil || *r.BudgetMs < 299 || *r.BudgetMs > 301 || r.BudgetFrom != wantFrom {
+					t.Errorf("budget_ms %s from %q, want 300 from %s", jsonOf(r.BudgetMs), r.BudgetFrom, wantFrom)
+				}
+				first := r.Cause.Connections[0]
+				if r.Cause.Class != "slow_client" || r.Cause.Confidence != "exact" || first.Peer.Port() == 8080 || first.Direction != "inbound" {
+					t.Errorf("%s; first connection %v (%s), waiting_at %q, want slow_client, exact, naming the client's inbound connection", summaryOf(r), first.Peer, first.Direction, r.WaitingAt)
+					continue
+				}
+				slow++
+			}
+			t.Logf("%d handlers' deadlines expired, %d reports, %d slow_client", expired, len(run.reports), slow)
+			if len(run.reports) > 0 {
+				t.Logf("first: %s; waiting_at %q", summaryOf(run.reports[0]), run.reports[0].WaitingAt)
+			}
+			if len(run.reports) < expired {
+				t.Errorf("%d reports for %d expiries", len(run.reports), expired)
+			}
+		})
+	}
+}

@@ -33,6 +33,7 @@ func runHTTPServer(ctx context.Context, args []string, out *lineWriter) error {
 		withOTel bool
 		withTLS  bool
 		w        work
+		timeoutH time.Duration
 	)
 	fs := flag.NewFlagSet("http-server", flag.ContinueOnError)
 	fs.StringVar(&addr, "addr", ":8080", "listen address")
@@ -40,6 +41,8 @@ func runHTTPServer(ctx context.Context, args []string, out *lineWriter) error {
 		"serve HTTPS with a self-signed certificate made at start (HTTP/2 and HTTP/1.1 by ALPN, as net/http does)")
 	fs.BoolVar(&withOTel, "otel", true,
 		"wrap the handler in otelhttp.NewHandler; without it the trace ID is read from the traceparent header by hand")
+	fs.DurationVar(&timeoutH, "timeout-handler", 0,
+		"if > 0, wrap the whole handler (outermost, its ResponseWriter net/http's own) in http.TimeoutHandler with this timeout: the deadline is set by net/http, and the handler runs on a goroutine of its own")
 	w.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -53,6 +56,9 @@ func runHTTPServer(ctx context.Context, args []string, out *lineWriter) error {
 		defer tel.shutdown(context.Background())
 		h = otelhttp.NewHandler(mux, "labapp-server",
 			otelhttp.WithTracerProvider(tel.provider), otelhttp.WithPropagators(tel.propagator))
+	}
+	if timeoutH > 0 {
+		h = http.TimeoutHandler(h, timeoutH, "timeout\n")
 	}
 
 	ln, err := net.Listen("tcp", addr)
@@ -119,8 +125,14 @@ func (h *workHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		w.deadline = 0 // set already
 	}
 	_, err := io.Copy(io.Discard, r.Body)
-	if err == nil && ctx.Err() != nil {
-		err = ctx.Err() // the deadline passed while the body was read
+	if (err == nil && ctx.Err() != nil) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The deadline passed while the body was read (the read itself
+		// does not watch it; under http.TimeoutHandler the client may
+		// also have given up on the upload once answered).
+		err = ctx.Err()
+		if res.deadline.IsZero() {
+			res.deadline, _ = ctx.Deadline()
+		}
 	}
 	if err == nil {
 		dl := res.deadline
