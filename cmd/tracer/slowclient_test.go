@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/timeout-tracer/tracer/export"
 )
 
 // TestCauseHTTPSlowClient: a net/http server whose handler reads the
@@ -21,19 +23,7 @@ func TestCauseHTTPSlowClient(t *testing.T) {
 	requireGoTracing(t)
 	for _, detail := range []string{"never", "always", "auto"} {
 		t.Run("detail_"+detail, func(t *testing.T) {
-			server := []string{"http-server", "-addr", ":8080", "-deadline", "300ms", "-deadline-body"}
-			client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "8", "-concurrency", "2", "-timeout", "3s", "-span", "before",
-				"-req-bytes", "400000", "-body-stall", "1s"}
-			run := runLab(t, server, client, true, nil, "--detail", detail)
-			expired := 0
-			for _, l := range run.server {
-				if l.Outcome == "deadline_exceeded" {
-					expired++
-				}
-			}
-			if expired < 6 {
-				t.Fatalf("%d of 8 handlers' deadlines expired, want most: %s", expired, run.stderr)
-			}
+			run, expired := stalledUploads(t, detail, "-deadline", "300ms", "-deadline-body")
 			slow, cold := 0, 0
 			for _, r := range run.reports {
 				if r.Cause == nil {
@@ -48,9 +38,7 @@ func TestCauseHTTPSlowClient(t *testing.T) {
 					t.Errorf("report without a connection: %s", jsonOf(r))
 					continue
 				}
-				first := r.Cause.Connections[0]
-				if r.Cause.Class != "slow_client" || r.Cause.Confidence != "exact" || first.Peer.Port() == 8080 || first.Direction != "inbound" {
-					t.Errorf("%s; first connection %v (%s), want slow_client, exact, naming the client's inbound connection", summaryOf(r), first.Peer, first.Direction)
+				if !slowClientExact(t, r) {
 					continue
 				}
 				slow++
@@ -80,19 +68,7 @@ func TestCauseHTTPSlowClientTimeoutHandler(t *testing.T) {
 	requireGoTracing(t)
 	for _, detail := range []string{"never", "always"} {
 		t.Run("detail_"+detail, func(t *testing.T) {
-			server := []string{"http-server", "-addr", ":8080", "-timeout-handler", "300ms"}
-			client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "8", "-concurrency", "2", "-timeout", "3s", "-span", "before",
-				"-req-bytes", "400000", "-body-stall", "1s"}
-			run := runLab(t, server, client, true, nil, "--detail", detail)
-			expired := 0
-			for _, l := range run.server {
-				if l.Outcome == "deadline_exceeded" {
-					expired++
-				}
-			}
-			if expired < 6 {
-				t.Fatalf("%d of 8 handlers' deadlines expired, want most: %s", expired, run.stderr)
-			}
+			run, expired := stalledUploads(t, detail, "-timeout-handler", "300ms")
 			slow := 0
 			for _, r := range run.reports {
 				if r.Cause == nil || len(r.Cause.Connections) == 0 {
@@ -106,9 +82,7 @@ func TestCauseHTTPSlowClientTimeoutHandler(t *testing.T) {
 				if r.BudgetMs == nil || *r.BudgetMs < 299 || *r.BudgetMs > 301 || r.BudgetFrom != wantFrom {
 					t.Errorf("budget_ms %s from %q, want 300 from %s", jsonOf(r.BudgetMs), r.BudgetFrom, wantFrom)
 				}
-				first := r.Cause.Connections[0]
-				if r.Cause.Class != "slow_client" || r.Cause.Confidence != "exact" || first.Peer.Port() == 8080 || first.Direction != "inbound" {
-					t.Errorf("%s; first connection %v (%s), waiting_at %q, want slow_client, exact, naming the client's inbound connection", summaryOf(r), first.Peer, first.Direction, r.WaitingAt)
+				if !slowClientExact(t, r) {
 					continue
 				}
 				slow++
@@ -122,4 +96,38 @@ func TestCauseHTTPSlowClientTimeoutHandler(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stalledUploads runs labapp's HTTP server, traced with --detail detail,
+// with serverArgs, and eight clients whose uploads stop halfway for a
+// second; it returns the run and how many handlers' deadlines expired by
+// the server's own log (most, or the test fails).
+func stalledUploads(t *testing.T, detail string, serverArgs ...string) (labRun, int) {
+	t.Helper()
+	server := append([]string{"http-server", "-addr", ":8080"}, serverArgs...)
+	client := []string{"client", "-proto", "http", "-target", labTarget, "-n", "8", "-concurrency", "2", "-timeout", "3s", "-span", "before",
+		"-req-bytes", "400000", "-body-stall", "1s"}
+	run := runLab(t, server, client, true, nil, "--detail", detail)
+	expired := 0
+	for _, l := range run.server {
+		if l.Outcome == "deadline_exceeded" {
+			expired++
+		}
+	}
+	if expired < 6 {
+		t.Fatalf("%d of 8 handlers' deadlines expired, want most: %s", expired, run.stderr)
+	}
+	return run, expired
+}
+
+// slowClientExact checks that r is slow_client, exact, naming the
+// client's inbound connection first.
+func slowClientExact(t *testing.T, r export.TimeoutJSON) bool {
+	t.Helper()
+	first := r.Cause.Connections[0]
+	if r.Cause.Class != "slow_client" || r.Cause.Confidence != "exact" || first.Peer.Port() == 8080 || first.Direction != "inbound" {
+		t.Errorf("%s; first connection %v (%s), waiting_at %q, want slow_client, exact, naming the client's inbound connection", summaryOf(r), first.Peer, first.Direction, r.WaitingAt)
+		return false
+	}
+	return true
 }
