@@ -37,9 +37,10 @@ func main() {
 		io.Copy(io.Discard, os.Stdin) // stay alive until the test closes stdin
 		return
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// TimeoutHandler: the probes read its frame (net/http.timeoutHandler).
+	srv := httptest.NewServer(http.TimeoutHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(200 * time.Millisecond)
-	}))
+	}), 5*time.Second, ""))
 	defer srv.Close()
 	outer, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

@@ -117,9 +117,9 @@ import (
 type key struct{}
 
 // keep links the net/http client (persistConn, and its bundled HTTP/2
-// client, http2ClientConn), the server (conn, connReader), crypto/tls and
-// net.TCPConn.
-var keep = []any{http.DefaultClient.Do, (*http.Server).Serve, (*net.TCPConn).SetNoDelay, (*tls.Conn).NetConn}
+// client, http2ClientConn), the server (conn, connReader, response,
+// timeoutHandler), crypto/tls and net.TCPConn.
+var keep = []any{http.DefaultClient.Do, (*http.Server).Serve, http.TimeoutHandler, (*net.TCPConn).SetNoDelay, (*tls.Conn).NetConn}
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
