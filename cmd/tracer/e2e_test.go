@@ -113,6 +113,14 @@ func TestTCPJSONEndToEnd(t *testing.T) {
 			t.Errorf("rto line %d: %+v", i, ev)
 		}
 	}
+	if t.Failed() {
+		// An RTO line once went missing in CI (docs/development.md):
+		// the whole output and the tracer's own account of it.
+		for i, ev := range rtos {
+			t.Logf("rto line %d: %+v", i, ev)
+		}
+		t.Logf("tracer: %s", stderr.String())
+	}
 }
 
 func freePID(t *testing.T) int {
