@@ -198,13 +198,11 @@ func (p *Process) resolveTimeoutHandler(offs *godeadlineTtGoOffsets) {
 	fail := func(err error) {
 		p.log.Info("a slow client behind http.TimeoutHandler is not bound", "err", err)
 	}
-	var fo [6]int64
-	for j, f := range [][2]string{{"net/http.response", "conn"}, {"net/http.conn", "rwc"}, {"net.netFD", "pfd"},
-		{"internal/poll.FD", "pd"}, {"internal/poll.pollDesc", "runtimeCtx"}, {"runtime.pollDesc", "rg"}} {
-		if fo[j], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
-			fail(err)
-			return
-		}
+	conn, err1 := p.bin.FieldOffset("net/http.response", "conn")
+	rwc, err2 := p.bin.FieldOffset("net/http.conn", "rwc")
+	if err := errors.Join(err1, err2, p.resolvePollDesc()); err != nil {
+		fail(err)
+		return
 	}
 	itabs, err := p.bin.Itabs()
 	if err != nil {
@@ -225,7 +223,7 @@ func (p *Process) resolveTimeoutHandler(offs *godeadlineTtGoOffsets) {
 		fail(errors.New("no layout of *net.TCPConn as a net.Conn"))
 		return
 	}
-	i := p.addWaitFrameVia2(fn, fo[0], -1, fo[1])
+	i := p.addWaitFrameVia2(fn, conn, -1, rwc)
 	if i < 0 {
 		return
 	}
@@ -233,7 +231,6 @@ func (p *Process) resolveTimeoutHandler(offs *godeadlineTtGoOffsets) {
 	// ServeHTTP(w ResponseWriter, r *Request): the receiver's word, then
 	// w's itab and data words.
 	cl.WaitArg[i], cl.WaitItab[i], cl.WaitInbound[i] = 2*8, itab, 1
-	cl.NetfdPd, cl.PolldescRg = uint32(fo[2]+fo[3]+fo[4]), uint32(fo[5])
 	// Its budget: the deadline it sets is WithTimeout(r.Context(), h.dt).
 	dt, err := p.bin.FieldOffset("net/http.timeoutHandler", "dt")
 	if err != nil || offs.RequestCtx == 0 {
@@ -243,6 +240,25 @@ func (p *Process) resolveTimeoutHandler(offs *godeadlineTtGoOffsets) {
 	b := godeadlineTtGoBudgetSrcTT_BUDGET_TIMEOUT_HANDLER - 1
 	offs.BudgetLo[b], offs.BudgetHi[b] = fn.Entry+p.bias, fn.End+p.bias
 	offs.BudgetRecv[b], offs.BudgetReq[b] = uint32(dt), budgetReqHandler
+}
+
+// resolvePollDesc sets the connection layout's way from a *net.netFD to
+// its runtime pollDesc and the goroutines parked on it, reading (rg) or
+// writing (wg): for the connections AfterFunc registrations hold and for
+// the inbound connection behind http.TimeoutHandler.
+func (p *Process) resolvePollDesc() error {
+	var fo [6]int64
+	for j, f := range [][2]string{{"net.netFD", "pfd"}, {"internal/poll.FD", "pd"}, {"internal/poll.pollDesc", "runtimeCtx"},
+		{"runtime.pollDesc", "fd"}, {"runtime.pollDesc", "rg"}, {"runtime.pollDesc", "wg"}} {
+		var err error
+		if fo[j], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
+			return err
+		}
+	}
+	cl := &p.ext.conns
+	cl.NetfdPd = uint32(fo[0] + fo[1] + fo[2])
+	cl.PolldescFd, cl.PolldescRg, cl.PolldescWg = uint32(fo[3]), uint32(fo[4]), uint32(fo[5])
+	return nil
 }
 
 // resolveDialWait makes net's (*netFD).connect a waiting frame, the last
@@ -287,16 +303,10 @@ func (p *Process) resolveAfterFuncs(offs *godeadlineTtGoOffsets, connect gobin.F
 	fail := func(what string, err error) {
 		p.log.Debug("a connection held by an AfterFunc is not read at the expiry", "what", what, "err", err)
 	}
-	var fo [6]int64
-	var err error
-	for j, f := range [][2]string{{"context.afterFuncCtx", "f"}, {"net.netFD", "pfd"}, {"internal/poll.FD", "pd"},
-		{"internal/poll.pollDesc", "runtimeCtx"}, {"runtime.pollDesc", "fd"}, {"runtime.pollDesc", "wg"}} {
-		if fo[j], err = p.bin.FieldOffset(f[0], f[1]); err != nil {
-			fail("any", err)
-			return
-		}
+	af, err := p.bin.FieldOffset("context.afterFuncCtx", "f")
+	if err == nil {
+		err = p.resolvePollDesc()
 	}
-	rg, err := p.bin.FieldOffset("runtime.pollDesc", "rg")
 	if err != nil {
 		fail("any", err)
 		return
@@ -323,8 +333,7 @@ func (p *Process) resolveAfterFuncs(offs *godeadlineTtGoOffsets, connect gobin.F
 			offs.ConnFd = uint32(cf)
 		}
 	}
-	cl.AfterfuncF, cl.NetfdPd = uint32(fo[0]), uint32(fo[1]+fo[2]+fo[3])
-	cl.PolldescFd, cl.PolldescWg, cl.PolldescRg = uint32(fo[4]), uint32(fo[5]), uint32(rg)
+	cl.AfterfuncF = uint32(af)
 	n := 0
 	add := func(fn gobin.Func, name, at string, via []int64, conn int64, framePC uint64) {
 		if n == len(cl.AfFn) {
