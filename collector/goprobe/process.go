@@ -61,8 +61,9 @@ type Stats struct {
 	DecodeErrors     uint64
 	LateCookieErrors uint64 // bound connections whose cookie could not be asked of the kernel (see lateCookie)
 	// Waiting frames read at an expiry but not used: the receiver's spill
-	// slot was not live at the frame's pc (WaitStale; also a (*Client).send
-	// frame whose Client.Timeout was so read), or the socket had no
+	// slot was not live at the frame's pc (WaitStale; also a budget frame's
+	// receiver or request, and the frame an inbound connection's reader was
+	// found through), or the socket had no
 	// cookie yet, no kernel hook having seen it (WaitNoCookie).
 	WaitStale, WaitNoCookie uint64
 	Duplicates              uint64 // expiries delivered twice by probes shared through overlayfs, reported once
