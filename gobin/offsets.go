@@ -45,6 +45,9 @@ func ProbeFields() []FieldRef {
 		{"net.netFD", "pfd"},
 		{"internal/poll.FD", "Sysfd"},
 		{"net/http.Request", "ctx"},
+		// Its Cancel channel: how the Client.Timeout probe tells the
+		// *Request among doCancel's captured variables.
+		{"net/http.Request", "Cancel"},
 		// Client.Timeout: the budget of the deadline setRequestCancel
 		// makes from it.
 		{"net/http.Client", "Timeout"},

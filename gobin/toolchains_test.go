@@ -19,10 +19,16 @@ const smallTarget = `package main
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"os"
 	"time"
 )
 
 func main() {
+	if len(os.Args) > 1 { // links net/http's client (setRequestCancel)
+		c := &http.Client{Timeout: time.Second}
+		fmt.Println(c.Get(os.Args[1]))
+	}
 	outer, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	inner, cancel2 := context.WithDeadline(outer, time.Now().Add(time.Millisecond))
@@ -100,6 +106,11 @@ func TestOtherToolchains(t *testing.T) {
 					if line := sourceLine(t, stripped.Symbolize(c.Addr)); c.Expired != strings.Contains(line, "DeadlineExceeded") {
 						t.Errorf("%s: call on %q has Expired=%v", arch, line, c.Expired)
 					}
+				}
+				if fn, err := stripped.ClientTimeoutCancel(); err != nil {
+					t.Errorf("%s: %v", arch, err)
+				} else {
+					checkDoCancel(t, stripped, fn)
 				}
 				for _, f := range ProbeFields() {
 					dw, derr := plain.DWARFFieldOffset(f.Type, f.Path)
