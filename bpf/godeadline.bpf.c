@@ -392,13 +392,55 @@ static __always_inline __u64 child_at(__u64 grp, __u64 ctrl, int s)
  * (TT_AF_READIED), in the frame of connect's waiting frame for a dial.
  * Global, like read_chan_waiters: verified once.
  */
+__noinline __u64 afterfunc_conn(struct tt_go_event *e, __u32 i, __u64 a, const struct tt_go_offsets *off,
+				const struct tt_go_conn_layout *cl);
+
 __noinline int read_afterfunc(struct tt_go_event *e, __u64 a, const struct tt_go_offsets *off,
 			      const struct tt_go_conn_layout *cl)
 {
 	if (!e || !off || !cl || !cl->afterfunc_f)
 		return 0;
-	__u32 n = e->waiters;
-	if (n >= TT_GO_WAITERS)
+	__u32 i = e->waiters;
+	if (i >= TT_GO_WAITERS)
+		return 0;
+	asm volatile("" : "+r"(i));
+	i &= TT_GO_WAITERS - 1;
+	__u64 pd = afterfunc_conn(e, i, a, off, cl);
+	if (!pd)
+		return 0;
+	__u64 nfd = e->waiter_cookie[i];
+	__u64 g = read_u64(pd + cl->polldesc_rg);
+	if (g <= 2)
+		g = read_u64(pd + cl->polldesc_wg);
+	__u8 state = TT_AF_READIED;
+	if (g > 2) {
+		read_stack(e, i, g, off, cl);
+		e->waiter_goid[i] = read_u64(g + off->g_goid);
+		state = TT_AF_PARKED;
+	} else {
+		e->waiter_goid[i] = 0;
+	}
+	e->waiter_cookie[i] = nfd;
+	if (!e->waiter_frame[i])
+		e->waiter_frame[i] = 1;
+	e->waiter_af[i] |= state;
+	e->waiters = i + 1;
+	return 0;
+}
+
+/*
+ * afterfunc_conn: read_afterfunc's search, a global function of its own so
+ * that its stack (the wrappers' walk) is not added to read_stack's below
+ * read_afterfunc (the expiry probes' calls' combined stack is near the
+ * verifier's 512 bytes). Returns the connection's pollDesc (0: none) and
+ * fills waiter i's cookie (the netFD), wrapped flag, closure index (in
+ * waiter_af, the state left for the caller) and, for a waiter not parked,
+ * the pc of the registering call's waiting frame.
+ */
+__noinline __u64 afterfunc_conn(struct tt_go_event *e, __u32 i, __u64 a, const struct tt_go_offsets *off,
+				const struct tt_go_conn_layout *cl)
+{
+	if (!e || !off || !cl)
 		return 0;
 	__u64 f = read_u64(a + cl->afterfunc_f);
 	if (!f)
@@ -439,30 +481,15 @@ __noinline int read_afterfunc(struct tt_go_event *e, __u64 a, const struct tt_go
 	}
 	if (!nfd)
 		return 0;
-	__u32 i = n;
 	asm volatile("" : "+r"(i));
 	i &= TT_GO_WAITERS - 1;
-	__u64 g = read_u64(pd + cl->polldesc_rg);
-	if (g <= 2)
-		g = read_u64(pd + cl->polldesc_wg);
-	__u8 state = TT_AF_READIED;
-	if (g > 2) {
-		read_stack(e, i, g, off, cl);
-		e->waiter_goid[i] = read_u64(g + off->g_goid);
-		state = TT_AF_PARKED;
-	} else {
-		e->waiter_goid[i] = 0;
-		/* A pc in the registering call's waiting frame (connect's), for
-		 * userspace to name it. */
-		e->waiter_pcs[i][0] = cl->af_frame_pc[kk];
-	}
 	e->waiter_cookie[i] = nfd;
-	if (!e->waiter_frame[i])
-		e->waiter_frame[i] = 1;
 	e->waiter_wrapped[i] = wrapped;
-	e->waiter_af[i] = state | (kk << 2);
-	e->waiters = i + 1;
-	return 0;
+	e->waiter_af[i] = kk << 2;
+	/* A pc in the registering call's waiting frame (connect's), for
+	 * userspace to name it; read_stack replaces it for a parked waiter. */
+	e->waiter_pcs[i][0] = cl->af_frame_pc[kk];
+	return pd;
 }
 
 /*
@@ -650,38 +677,93 @@ static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const st
 	}
 }
 
-static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
+/*
+ * One deadline, two timers: net/http's Client.Timeout over a RoundTripper
+ * that is not net/http's own arms a timer of its own beside the context's
+ * (setRequestCancel); both fire at the deadline, and both are probed
+ * (go_client_timer, go_timer_fired). Whichever probe runs first reports
+ * the expiry and leaves a mark {pid, context} -> deadline; the other finds
+ * the mark and reports nothing (TT_GO_HIT_MERGED). LRU: a mark whose
+ * second timer never fires (the context cancelled in time) is left behind,
+ * and a later context at the same address has another deadline.
+ */
+struct expiry_mark {
+	__u64 deadline_wall;
+	__s64 deadline_ext;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pid_ptr);
+	__type(value, struct expiry_mark);
+} expiry_marks SEC(".maps");
+
+/* first_of_two: whether this is the first of the two timers of context c's
+ * deadline to be seen (else it was reported by the other's probe). Global:
+ * its stack is its own, not added to the expiry probes' (their calls'
+ * combined stack is near the verifier's 512 bytes). */
+__noinline int first_of_two(__u32 tgid, __u64 c, const struct tt_go_offsets *off)
 {
-	hit(TT_GO_HIT_EXPIRY);
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32;
-	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
 	if (!off)
+		return 1;
+	struct pid_ptr key = {.pid = tgid, .ptr = c};
+	struct expiry_mark m = {
+		.deadline_wall = read_u64(c + off->timerctx_deadline),
+		.deadline_ext = (__s64)read_u64(c + off->timerctx_deadline + 8),
+	};
+	if (!bpf_map_update_elem(&expiry_marks, &key, &m, BPF_NOEXIST))
+		return 1;
+	const struct expiry_mark *old = bpf_map_lookup_elem(&expiry_marks, &key);
+	if (old && old->deadline_wall == m.deadline_wall && old->deadline_ext == m.deadline_ext) {
+		bpf_map_delete_elem(&expiry_marks, &key);
 		return 0;
-	__u64 c = GO_ARG1(ctx);
-	if (!c)
-		return 0;
+	}
+	bpf_map_update_elem(&expiry_marks, &key, &m, BPF_ANY); /* another context's, once at this address */
+	return 1;
+}
+
+/*
+ * on_expiry reports the expiry of the deadline of *timerCtx c, seen by
+ * probe kind in process tgid (off: its layout).
+ */
+static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind, __u64 c, __u32 tgid,
+				     const struct tt_go_offsets *off)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	/* Already cancelled when its timer fired. By a parent's expiry (its
 	 * DeadlineExceeded was copied here): the parent's expiry is the one to
 	 * report. By the program itself, after the deadline had passed (a
 	 * socket deadline set from the context fired first, the call returned
-	 * and the caller cancelled before the timer's goroutine ran): still
-	 * this deadline's expiry, reported as such. Without the type to tell
-	 * them apart, neither is reported, and both are counted. */
+	 * and the caller cancelled before the timer's goroutine ran; or net/http's
+	 * own Client.Timeout timer fired first, whose probe reported it): still
+	 * this deadline's expiry. Without the type to tell them apart, neither
+	 * is reported, and both are counted. */
 	if (kind == TT_GO_TIMER_FIRED) {
 		__u64 err = read_u64(c + off->cancelctx_err);
 		if (err) {
 			if ((!off->deadline_err_type && !off->deadline_err_itab) || err == off->deadline_err_type ||
 			    err == off->deadline_err_itab) {
+				hit(TT_GO_HIT_EXPIRY);
 				hit(TT_GO_HIT_RACED);
 				return 0;
 			}
 			kind = TT_GO_TIMER_FIRED_CANCELLED;
 		}
 	}
+	/* With two timers, the second to be seen is merged into the first;
+	 * decided after the waiters are read (below): the timer probe may run
+	 * as net/http's doCancel wakes the request (its probe saw it waiting,
+	 * and marked it first). */
+	int two = off->request_cancel && kind != TT_GO_EXPIRED_AT_CREATION;
 
 	struct tt_go_event *e = bpf_ringbuf_reserve(&go_events, sizeof(*e), 0);
 	if (!e) {
+		if (two && !first_of_two(tgid, c, off)) {
+			hit(TT_GO_HIT_MERGED);
+			return 0;
+		}
+		hit(TT_GO_HIT_EXPIRY);
 		hit(TT_GO_HIT_DROPPED);
 		return 0;
 	}
@@ -718,7 +800,7 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 		}
 	}
 	e->parent_ctx = read_u64(c + off->timerctx_parent + 8);
-	if (off->has_waiters && kind == TT_GO_TIMER_FIRED) {
+	if (off->has_waiters && (kind == TT_GO_TIMER_FIRED || kind == TT_GO_CLIENT_TIMER)) {
 		const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
 		read_waiters(e, c, off, cl);
 		if (cl && cr)
@@ -758,20 +840,106 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind)
 		}
 		bpf_map_delete_elem(&child_spans, &key);
 	}
+	if (two && !first_of_two(tgid, c, off)) {
+		bpf_ringbuf_discard(e, 0);
+		hit(TT_GO_HIT_MERGED);
+		return 0;
+	}
+	hit(TT_GO_HIT_EXPIRY);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
+}
+
+/* The expiry probes: the *timerCtx is the first argument of the cancel call. */
+static __always_inline int on_cancel_call(struct pt_regs *ctx, __u8 kind)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	if (!off) {
+		hit(TT_GO_HIT_EXPIRY);
+		return 0;
+	}
+	__u64 c = GO_ARG1(ctx);
+	if (!c) {
+		hit(TT_GO_HIT_EXPIRY);
+		return 0;
+	}
+	return on_expiry(ctx, kind, c, tgid, off);
 }
 
 SEC("uprobe")
 int go_timer_fired(struct pt_regs *ctx)
 {
-	return on_expiry(ctx, TT_GO_TIMER_FIRED);
+	return on_cancel_call(ctx, TT_GO_TIMER_FIRED);
 }
 
 SEC("uprobe")
 int go_expired_at_creation(struct pt_regs *ctx)
 {
-	return on_expiry(ctx, TT_GO_EXPIRED_AT_CREATION);
+	return on_cancel_call(ctx, TT_GO_EXPIRED_AT_CREATION);
+}
+
+/* Words of doCancel's closure searched for its captured variables. */
+#define TT_CLOSURE_WORDS 6
+
+/*
+ * client_timer_ctx finds, from doCancel's closure, the context of the
+ * request it cancels: the *http.Request is the closure word whose
+ * Request.Cancel is another of the words (the channel doCancel closes),
+ * and its context must be a *timerCtx (by itab) not cancelled yet: by its
+ * own timer (whose probe reported it), a parent's, or the program. 0: none.
+ * Global: its stack is not added to go_client_timer's, whose calls'
+ * combined stack is near the verifier's limit.
+ */
+__noinline __u64 client_timer_ctx(__u64 closure, __u32 tgid, const struct tt_go_offsets *off)
+{
+	hit(TT_GO_HIT_CLIENT_TIMER);
+	if (!off || !off->request_cancel)
+		return 0;
+	__u64 req = 0;
+	for (int i = 1; i < TT_CLOSURE_WORDS; i++) {
+		__u64 p = read_u64(closure + 8 * i);
+		if (req || p < 4096)
+			continue;
+		__u64 ch = read_u64(p + off->request_cancel);
+		if (!ch)
+			continue;
+		for (int j = 1; j < TT_CLOSURE_WORDS; j++)
+			if (j != i && read_u64(closure + 8 * j) == ch)
+				req = p;
+	}
+	if (!req)
+		return 0;
+	__u64 tab = read_u64(req + off->request_ctx), c = read_u64(req + off->request_ctx + 8);
+	struct pid_ptr ikey = {.pid = tgid, .ptr = tab};
+	const struct tt_go_ctx_itab *it = bpf_map_lookup_elem(&go_ctx_itabs, &ikey);
+	if (!c || !it || !it->is_timer || read_u64(c + off->cancelctx_err))
+		return 0;
+	return c;
+}
+
+/*
+ * go_client_timer: the entry (past the prologue) of net/http's doCancel,
+ * the closure setRequestCancel's goroutine calls when the timer it armed
+ * for Client.Timeout fires (a RoundTripper that is not net/http's own: a
+ * wrapper, golang.org/x/net/http2's). Nothing has woken the round trip
+ * yet: doCancel is what closes Request.Cancel. So the request's goroutine
+ * is still parked on its context, with its stack, as at the context's own
+ * expiry; but the context's timer would fire after the call returned and
+ * the client cancelled the context (no waiter left), or not at all (its
+ * timer stopped). This is that expiry, seen first. doCancel also runs
+ * when the program closes the request's own Cancel channel before the
+ * deadline: userspace drops those (the deadline is not past).
+ */
+SEC("uprobe")
+int go_client_timer(struct pt_regs *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	__u64 c = client_timer_ctx(GO_CLOSURE(ctx), tgid, off); /* counts the hit */
+	if (!c || !off)
+		return 0;
+	return on_expiry(ctx, TT_GO_CLIENT_TIMER, c, tgid, off);
 }
 
 /*

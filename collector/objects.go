@@ -19,6 +19,11 @@ import (
 func Explain(err error) error {
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
+		if os.Getenv("TT_VERIFIER_LOG") != "" {
+			// The whole log, for whoever changes the programs
+			// (docs/development.md).
+			fmt.Fprintf(os.Stderr, "%+v\n", ve)
+		}
 		return fmt.Errorf("verifier rejected the program: %v", fmt.Sprintf("%.300v", ve))
 	}
 	if errors.Is(err, os.ErrPermission) {

@@ -136,6 +136,9 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 	if d.Unwaited() {
 		notes = append(notes, "nobody was waiting on the context when its timer fired (no goroutine parked on its Done channel, no child context): it stopped no blocked call, and another deadline of the same call may be the one that did")
 	}
+	if d.ClientTimer {
+		notes = append(notes, "seen as net/http's own Client.Timeout timer fired, with the request still waiting (over a RoundTripper that is not net/http's Transport the client arms a timer beside the context's; the first to fire is reported)")
+	}
 	if d.Cancelled {
 		notes = append(notes, "the program had cancelled the context when its timer fired, after the deadline: the call saw the deadline first (a socket deadline set from the context) and returned")
 	}

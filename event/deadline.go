@@ -43,6 +43,12 @@ type Deadline struct {
 	// socket deadline set from the context, and the caller cancelled before
 	// the timer's goroutine ran). Still this deadline's expiry.
 	Cancelled bool
+	// ClientTimer: seen when net/http's own Client.Timeout timer fired, as
+	// it closed the request's Cancel channel, before the context's timer
+	// (a Client.Timeout over a RoundTripper that is not net/http's
+	// Transport arms both, for one deadline; the first is reported). The
+	// request was still waiting, as at the context's own expiry.
+	ClientTimer bool
 
 	// The request the deadline belongs to: W3C trace and span ID (hex), or
 	// empty. TraceSource says where they were found: "otel_context" (an

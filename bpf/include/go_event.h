@@ -11,6 +11,7 @@ enum tt_go_expiry {
 	TT_GO_TIMER_FIRED = 1,      /* the deadline's timer fired */
 	TT_GO_EXPIRED_AT_CREATION = 2, /* WithDeadline was given a deadline already in the past */
 	TT_GO_TIMER_FIRED_CANCELLED = 3, /* the timer fired after the program cancelled the context (it saw the deadline first, e.g. as a socket deadline) */
+	TT_GO_CLIENT_TIMER = 4,     /* net/http's own Client.Timeout timer fired (doCancel) before the context's did */
 };
 
 /* Where a budget read at the expiry comes from (tt_go_event.budget_src).
@@ -41,7 +42,9 @@ struct tt_go_offsets {
 	__u32 conn_fd;             /* net.conn.fd (*netFD) */
 	__u32 netfd_sysfd;         /* net.netFD.pfd + internal/poll.FD.Sysfd */
 	__u32 request_ctx;         /* net/http.Request.ctx (the transportRequest embeds *Request first) */
-	__u32 pad0;
+	/* net/http.Request.Cancel, where net/http's doCancel (the Client.Timeout
+	 * timer of a RoundTripper not its own) is probed; 0: not probed. */
+	__u32 request_cancel;
 	__u64 deadline_err_type;   /* type descriptor of context.deadlineExceededError (runtime address), 0: unknown: cancelCtx.err as an atomic.Value holds it */
 	__u64 deadline_err_itab;   /* its itab as an error (runtime address), 0: unknown: cancelCtx.err as an error (older Go) holds it */
 	/* Who waits on an expiring context (0 in has_waiters: not read). */
@@ -307,7 +310,9 @@ enum tt_go_hit {
 	TT_GO_HIT_RACED = 13,      /* cold: timers that fired after a parent's expiry cancelled them (the parent is reported) */
 	TT_GO_HIT_STALE = 14,      /* cold: creation or child-span records of another context once at the expiring one's address, not used */
 	TT_GO_HIT_STALE_TRACE = 15,/* detail: inherited traceparents not used at a creation: not shown to be its request's (TT_TP_STALE) */
-	TT_GO_HIT_MAX = 16,
+	TT_GO_HIT_CLIENT_TIMER = 16, /* cold: net/http's doCancel ran (its Client.Timeout timer fired, or the program closed Request.Cancel) */
+	TT_GO_HIT_MERGED = 17,     /* cold: a deadline's second timer (net/http's Client.Timeout and the context's): one expiry, reported once */
+	TT_GO_HIT_MAX = 18,
 };
 
 /* A power of two: the probe masks its index with it (kernel 6.1's verifier

@@ -16,6 +16,8 @@
 #define GO_ARG6(r) ((r)->r8)
 #define GO_ARG7(r) ((r)->r9)
 #define GO_G(r) ((r)->r14)
+/* The closure context register: a closure's captured variables, at its entry. */
+#define GO_CLOSURE(r) ((r)->dx)
 #define GO_SP(r) ((r)->sp)
 #define GO_FP(r) ((r)->bp)
 /* At a function's entry (before it pushes a frame) the return address is on top of the stack. */
@@ -30,6 +32,7 @@
 #define GO_ARG6(r) GO_REG(r, 5)
 #define GO_ARG7(r) GO_REG(r, 6)
 #define GO_G(r) GO_REG(r, 28)
+#define GO_CLOSURE(r) GO_REG(r, 26)
 #define GO_SP(r) (((const struct user_pt_regs *)(r))->sp)
 #define GO_FP(r) GO_REG(r, 29)
 /* The return address is in the link register until the function saves it. */

@@ -20,25 +20,29 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 	}
 	var r godeadlineTtGoEvent
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), goEventSize), raw)
-	kind, cancelled := event.ExpiryKind(r.Kind), false
-	if r.Kind == uint8(godeadlineTtGoExpiryTT_GO_TIMER_FIRED_CANCELLED) {
+	kind, cancelled, clientTimer := event.ExpiryKind(r.Kind), false, false
+	switch r.Kind {
+	case uint8(godeadlineTtGoExpiryTT_GO_TIMER_FIRED_CANCELLED):
 		kind, cancelled = event.TimerFired, true
+	case uint8(godeadlineTtGoExpiryTT_GO_CLIENT_TIMER):
+		kind, clientTimer = event.TimerFired, true
 	}
 	if kind != event.TimerFired && kind != event.ExpiredAtCreation {
 		return fmt.Errorf("decode deadline event: unknown kind %d", r.Kind)
 	}
 	*out = event.Deadline{
-		Time:      p.clk.Wall(r.TsNs),
-		Mono:      r.TsNs,
-		Kind:      kind,
-		PID:       r.Pid,
-		TID:       r.Tid,
-		Comm:      p.comm,
-		Goid:      r.Goid,
-		Ctx:       r.Ctx,
-		Deadline:  event.GoTime(r.DeadlineWall, r.DeadlineExt),
-		Children:  r.Children,
-		Cancelled: cancelled,
+		Time:        p.clk.Wall(r.TsNs),
+		Mono:        r.TsNs,
+		Kind:        kind,
+		PID:         r.Pid,
+		TID:         r.Tid,
+		Comm:        p.comm,
+		Goid:        r.Goid,
+		Ctx:         r.Ctx,
+		Deadline:    event.GoTime(r.DeadlineWall, r.DeadlineExt),
+		Children:    r.Children,
+		Cancelled:   cancelled,
+		ClientTimer: clientTimer,
 	}
 	setTrace(&r, out)
 	if r.SpanStartWall != 0 || r.SpanStartExt != 0 {

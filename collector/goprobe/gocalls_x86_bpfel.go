@@ -169,7 +169,7 @@ type gocallsTtGoOffsets struct {
 	ConnFd            uint32
 	NetfdSysfd        uint32
 	RequestCtx        uint32
-	Pad0              uint32
+	RequestCancel     uint32
 	_                 [4]byte
 	DeadlineErrType   uint64
 	DeadlineErrItab   uint64

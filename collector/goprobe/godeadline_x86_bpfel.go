@@ -41,6 +41,12 @@ type godeadlineCreation struct {
 	_            [7]byte
 }
 
+type godeadlineExpiryMark struct {
+	_            structs.HostLayout
+	DeadlineWall uint64
+	DeadlineExt  int64
+}
+
 type godeadlineGrpcStream struct {
 	_         structs.HostLayout
 	Pid       uint32
@@ -173,6 +179,7 @@ const (
 	godeadlineTtGoExpiryTT_GO_TIMER_FIRED           godeadlineTtGoExpiry = 1
 	godeadlineTtGoExpiryTT_GO_EXPIRED_AT_CREATION   godeadlineTtGoExpiry = 2
 	godeadlineTtGoExpiryTT_GO_TIMER_FIRED_CANCELLED godeadlineTtGoExpiry = 3
+	godeadlineTtGoExpiryTT_GO_CLIENT_TIMER          godeadlineTtGoExpiry = 4
 )
 
 type godeadlineTtGoGrpcOffsets struct {
@@ -216,7 +223,9 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_RACED        godeadlineTtGoHit = 13
 	godeadlineTtGoHitTT_GO_HIT_STALE        godeadlineTtGoHit = 14
 	godeadlineTtGoHitTT_GO_HIT_STALE_TRACE  godeadlineTtGoHit = 15
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 16
+	godeadlineTtGoHitTT_GO_HIT_CLIENT_TIMER godeadlineTtGoHit = 16
+	godeadlineTtGoHitTT_GO_HIT_MERGED       godeadlineTtGoHit = 17
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 18
 )
 
 type godeadlineTtGoNoOffset uint32
@@ -247,7 +256,7 @@ type godeadlineTtGoOffsets struct {
 	ConnFd            uint32
 	NetfdSysfd        uint32
 	RequestCtx        uint32
-	Pad0              uint32
+	RequestCancel     uint32
 	_                 [4]byte
 	DeadlineErrType   uint64
 	DeadlineErrItab   uint64
@@ -312,6 +321,7 @@ const (
 	godeadlineMapChildSpans           = "child_spans"
 	godeadlineMapCreating             = "creating"
 	godeadlineMapDeadlines            = "deadlines"
+	godeadlineMapExpiryMarks          = "expiry_marks"
 	godeadlineMapGoConns              = "go_conns"
 	godeadlineMapGoCtxItabs           = "go_ctx_itabs"
 	godeadlineMapGoEvents             = "go_events"
@@ -323,6 +333,7 @@ const (
 	godeadlineMapH2StreamTp           = "h2_stream_tp"
 	godeadlineMapHttpConnCtx          = "http_conn_ctx"
 	godeadlineMapHttpTp               = "http_tp"
+	godeadlineProgGoClientTimer       = "go_client_timer"
 	godeadlineProgGoCreateEntry       = "go_create_entry"
 	godeadlineProgGoCreateRet         = "go_create_ret"
 	godeadlineProgGoExpiredAtCreation = "go_expired_at_creation"
@@ -388,6 +399,7 @@ type godeadlineSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type godeadlineProgramSpecs struct {
+	GoClientTimer       *ebpf.ProgramSpec `ebpf:"go_client_timer"`
 	GoCreateEntry       *ebpf.ProgramSpec `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.ProgramSpec `ebpf:"go_create_ret"`
 	GoExpiredAtCreation *ebpf.ProgramSpec `ebpf:"go_expired_at_creation"`
@@ -402,6 +414,7 @@ type godeadlineMapSpecs struct {
 	ChildSpans  *ebpf.MapSpec `ebpf:"child_spans"`
 	Creating    *ebpf.MapSpec `ebpf:"creating"`
 	Deadlines   *ebpf.MapSpec `ebpf:"deadlines"`
+	ExpiryMarks *ebpf.MapSpec `ebpf:"expiry_marks"`
 	GoConns     *ebpf.MapSpec `ebpf:"go_conns"`
 	GoCtxItabs  *ebpf.MapSpec `ebpf:"go_ctx_itabs"`
 	GoEvents    *ebpf.MapSpec `ebpf:"go_events"`
@@ -460,6 +473,7 @@ type godeadlineMaps struct {
 	ChildSpans  *ebpf.Map `ebpf:"child_spans"`
 	Creating    *ebpf.Map `ebpf:"creating"`
 	Deadlines   *ebpf.Map `ebpf:"deadlines"`
+	ExpiryMarks *ebpf.Map `ebpf:"expiry_marks"`
 	GoConns     *ebpf.Map `ebpf:"go_conns"`
 	GoCtxItabs  *ebpf.Map `ebpf:"go_ctx_itabs"`
 	GoEvents    *ebpf.Map `ebpf:"go_events"`
@@ -478,6 +492,7 @@ func (m *godeadlineMaps) Close() error {
 		m.ChildSpans,
 		m.Creating,
 		m.Deadlines,
+		m.ExpiryMarks,
 		m.GoConns,
 		m.GoCtxItabs,
 		m.GoEvents,
@@ -518,6 +533,7 @@ type godeadlineVariables struct {
 //
 // It can be passed to loadGodeadlineObjects or ebpf.CollectionSpec.LoadAndAssign.
 type godeadlinePrograms struct {
+	GoClientTimer       *ebpf.Program `ebpf:"go_client_timer"`
 	GoCreateEntry       *ebpf.Program `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.Program `ebpf:"go_create_ret"`
 	GoExpiredAtCreation *ebpf.Program `ebpf:"go_expired_at_creation"`
@@ -527,6 +543,7 @@ type godeadlinePrograms struct {
 
 func (p *godeadlinePrograms) Close() error {
 	return _GodeadlineClose(
+		p.GoClientTimer,
 		p.GoCreateEntry,
 		p.GoCreateRet,
 		p.GoExpiredAtCreation,

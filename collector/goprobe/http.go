@@ -107,6 +107,37 @@ func (p *Process) resolveClientTimeout(offs *godeadlineTtGoOffsets) {
 	offs.BudgetRecv[b], offs.BudgetReq[b] = uint32(to), budgetReqClient
 }
 
+// resolveClientTimer adds the probe on net/http's doCancel to the cold
+// tier (gobin.Binary.ClientTimeoutCancel): Client.Timeout's own timer over
+// a RoundTripper that is not net/http's Transport, which often fires and
+// wakes the request before the context's timer does. It runs only when
+// that timer fires (or the program closes Request.Cancel), never on a
+// request that ends in time. Optional: needs the request's context
+// (resolveRoundTrip) and its Cancel field; without, only the context's own
+// timer is seen.
+func (p *Process) resolveClientTimer(offs *godeadlineTtGoOffsets) {
+	if offs.RequestCtx == 0 {
+		return
+	}
+	fn, err := p.bin.ClientTimeoutCancel()
+	if err != nil {
+		p.log.Info("net/http's Client.Timeout timer not probed", "err", err)
+		return
+	}
+	addr, err := p.bin.AfterPrologue(fn)
+	if err != nil {
+		p.log.Info("net/http's Client.Timeout timer not probed", "err", err)
+		return
+	}
+	rc, err := p.bin.FieldOffset("net/http.Request", "Cancel")
+	if err != nil || rc == 0 {
+		p.log.Info("net/http's Client.Timeout timer not probed", "err", err)
+		return
+	}
+	offs.RequestCancel = uint32(rc)
+	p.cold = append(p.cold, site{"go_client_timer", p.objs.GoClientTimer, addr})
+}
+
 // resolveRoundTrip finds what binding a net/http request to its connection
 // needs: persistConn.roundTrip, the field chain persistConn.conn ->
 // *net.TCPConn -> netFD -> Sysfd, and *net.TCPConn's itab. Missing pieces

@@ -57,6 +57,7 @@ type Node struct {
 	bins           map[gobin.FileID]*binRef // analysed executables, shared by their processes
 	swept          uint64
 	decodeErrors   uint64
+	notExpired     uint64 // doCancel reports of contexts not expiring (Stats.NotExpired)
 	unknownPID     uint64 // events of processes not (or no longer) traced
 	duplicates     uint64 // expiries seen twice (shared probes on one inode), reported once
 	lateCookieErrs uint64 // of processes already forgotten
@@ -294,11 +295,13 @@ func (n *Node) sweep() {
 func (n *Node) Stats() (Stats, error) {
 	var s Stats
 	if err := collector.Counters(n.objs.GoHits, &s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits, &s.RoundTripHits,
-		&s.GRPCHeaderHits, &s.GRPCStreamHits, &s.DialHits, &s.NewprocHits, &s.Raced, &s.Stale, &s.StaleTrace); err != nil {
+		&s.GRPCHeaderHits, &s.GRPCStreamHits, &s.DialHits, &s.NewprocHits, &s.Raced, &s.Stale, &s.StaleTrace, &s.ClientTimerHits, &s.Merged); err != nil {
 		return s, fmt.Errorf("read Go probe stats: %w", err)
 	}
 	n.mu.Lock()
 	s.Swept, s.DecodeErrors, s.Duplicates, s.UnknownPID = n.swept, n.decodeErrors, n.duplicates, n.unknownPID
+	s.NotExpired = n.notExpired
+	s.ExpiryHits -= min(s.ExpiryHits, s.NotExpired)
 	procs := make([]*Process, 0, len(n.procs)+len(n.gone))
 	for _, p := range n.procs {
 		procs = append(procs, p)

@@ -48,6 +48,20 @@ type Stats struct {
 	DialHits       uint64 // detail-tier hits: connects (entry, after connect(2), returns)
 	NewprocHits    uint64 // detail-tier hits: goroutines started (runtime.newproc1 entry and returns)
 	Raced          uint64 // timers that fired on a context a parent's expiry had cancelled (that expiry is reported), or, where the binary's types are unknown, one the program had
+	// ClientTimerHits counts runs of net/http's doCancel (the probe on
+	// the timer net/http arms for Client.Timeout over a RoundTripper not
+	// its own): that timer fired, or the program closed the request's
+	// Cancel channel. Not expiries by themselves: an expiry they report is
+	// in ExpiryHits.
+	ClientTimerHits uint64
+	// Merged counts the second of a deadline's two timers (net/http's
+	// Client.Timeout timer and the context's own): one expiry, seen and
+	// reported at the first; not in ExpiryHits.
+	Merged uint64
+	// NotExpired counts doCancel runs that reported a context whose
+	// deadline had not passed (the program closed Request.Cancel itself):
+	// dropped, and taken out of ExpiryHits.
+	NotExpired uint64
 	// Stale counts creation and child-span records left by a context
 	// whose deadline was met, found at the address of a later one when it
 	// expired (their deadlines differ) and not used: they would have given
@@ -211,6 +225,7 @@ func (p *Process) resolve() (godeadlineTtGoOffsets, error) {
 	p.resolveOTel(&offs)
 	p.resolveWrappers()
 	p.resolveRoundTrip(&offs)
+	p.resolveClientTimer(&offs)
 	p.resolveExt()
 	if offs.TcpconnItab == 0 && p.ext.grpc.TcpconnItab != 0 {
 		// No net/http client: the expiry probe's gRPC waiting frames

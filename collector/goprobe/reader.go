@@ -43,6 +43,12 @@ func (n *Node) read(poll time.Duration) {
 			n.log.Warn("drop undecodable deadline event", "err", err)
 			return true
 		}
+		if ev.ClientTimer && ev.Deadline.After(ev.Time.Add(notExpiredSlack)) {
+			n.mu.Lock()
+			n.notExpired++
+			n.mu.Unlock()
+			return true
+		}
 		if n.shared.Load() && n.dup.seen(&ev) { // only shared probes deliver twice
 			n.mu.Lock()
 			n.duplicates++
@@ -57,6 +63,13 @@ func (n *Node) read(poll time.Duration) {
 		}
 	})
 }
+
+// notExpiredSlack: a context reported by net/http's doCancel whose
+// deadline is further than this past the probe's clock was not expiring:
+// the program closed its request's Cancel channel itself. The timer that
+// calls doCancel fires at the deadline or after; the slack covers the
+// mapping of the monotonic clock to the wall clock.
+const notExpiredSlack = 20 * time.Millisecond
 
 func (n *Node) countDecodeError() {
 	n.mu.Lock()

@@ -92,7 +92,7 @@ func newHTTPCaller(cfg clientConfig, tel *telemetry) *httpCaller {
 		}
 	}
 	return &httpCaller{
-		client:      &http.Client{Transport: rt},
+		client:      &http.Client{Transport: rt, Timeout: cfg.clientTO},
 		url:         url + cfg.path,
 		traceparent: cfg.traceparent,
 		body:        make([]byte, cfg.reqBytes),

@@ -58,6 +58,7 @@ type clientConfig struct {
 	stwBlock    time.Duration
 	reqBytes    int
 	transport   string
+	clientTO    time.Duration // http.Client.Timeout
 	tls         bool
 	http1       bool
 }
@@ -96,6 +97,8 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&c.tls, "tls", false,
 		"TLS to the server (its certificate is not verified): HTTPS, HTTP/2 by ALPN unless -http1; gRPC with credentials.NewTLS")
 	fs.BoolVar(&c.http1, "http1", false, "with -tls -proto http: HTTP/1.1 over TLS only (no HTTP/2)")
+	fs.DurationVar(&c.clientTO, "client-timeout", 0,
+		"-proto http: http.Client.Timeout (net/http makes the request's deadline from it; over the -otel transport, not net/http's own, it also arms a timer of its own); combine with -timeout 0")
 	fs.StringVar(&c.transport, "transport", "plain",
 		"HTTP transport: plain (an http.Transport with no dialer settings)|default (a clone of http.DefaultTransport: its dialer has its own 30 s deadline between the request's and the dial)")
 }
@@ -401,6 +404,9 @@ func clientOutcome(ctx context.Context, err error) string {
 	case err == nil:
 		return outcomeOK
 	case errors.Is(err, context.DeadlineExceeded), status.Code(err) == codes.DeadlineExceeded:
+		if _, ok := ctx.Deadline(); !ok {
+			return outcomeDeadlineExceeded // the HTTP client's own (-client-timeout)
+		}
 		// gRPC may notice a deadline from the clock before the context's
 		// own timer fires: once the deadline has passed, let the timer
 		// fire (nothing cancels the context before this returns), so the
