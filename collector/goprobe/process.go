@@ -153,6 +153,7 @@ func Start(cfg Config) (*Process, error) {
 // (shared with other processes of the same executable when shared is set).
 // On error it undoes what it did.
 func (p *Process) attach(shared bool, before func() error) (err error) {
+	t0 := time.Now()
 	bin, attachPath, err := p.node.openBin(p.pid)
 	if err != nil {
 		return fmt.Errorf("%w: process %d: %w", ErrNotTraceable, p.pid, err)
@@ -161,15 +162,23 @@ func (p *Process) attach(shared bool, before func() error) (err error) {
 	if p.bias, err = loadBias(p.pid, bin); err != nil {
 		p.log.Warn("creators will not be symbolized", "pid", p.pid, "err", err)
 	}
+	t1 := time.Now()
 	offs, err := p.resolve()
 	if err != nil {
 		return fmt.Errorf("%w: process %d (%s, %s): %w", ErrNotTraceable, p.pid, bin.ExePath, bin.GoVersion, err)
 	}
+	t2 := time.Now()
 	if before != nil {
 		if err := before(); err != nil {
 			return err
 		}
 	}
+	t3 := time.Now()
+	defer func() {
+		if err == nil {
+			p.log.Debug("attach phases", "pid", p.pid, "open", t1.Sub(t0), "resolve", t2.Sub(t1), "before", t3.Sub(t2), "register_and_probes", time.Since(t3))
+		}
+	}()
 	if err := p.objs.GoProcs.Put(uint32(p.pid), offs); err != nil {
 		return fmt.Errorf("register process %d: %w", p.pid, err)
 	}

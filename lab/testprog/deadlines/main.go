@@ -83,6 +83,14 @@ func alreadyPast() {
 	c.AtCreation++
 }
 
+// wrapper is a RoundTripper of the program's own around net/http's (as an
+// instrumented client's): net/http's Client.Timeout then arms a timer of
+// its own beside the request context's deadline (setRequestCancel), and
+// either may fire first.
+type wrapper struct{ next http.RoundTripper }
+
+func (w wrapper) RoundTrip(r *http.Request) (*http.Response, error) { return w.next.RoundTrip(r) }
+
 // httpTimeout calls a slow server with http.Client.Timeout.
 func httpTimeout(client *http.Client, url string) {
 	fd := -1
@@ -111,6 +119,7 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds of every scenario")
 	budget := flag.Duration("budget", 30*time.Millisecond, "budget of the expiring deadlines")
 	withHTTP := flag.Bool("http", true, "include http.Client timeouts")
+	withWrapped := flag.Bool("wrapped", true, "with -http: also an http.Client timeout over a RoundTripper of the program's own (two timers)")
 	pause := flag.Duration("pause", 0, "sleep between rounds")
 	wait := flag.Bool("wait", true, "wait for a line on stdin before starting")
 	linger := flag.Duration("linger", 0, "stay alive this long after the rounds (a quiet period)")
@@ -118,6 +127,7 @@ func main() {
 
 	var url string
 	client := &http.Client{Timeout: *budget}
+	wrapped := &http.Client{Timeout: *budget, Transport: wrapper{http.DefaultTransport}}
 	if *withHTTP {
 		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			select {
@@ -140,6 +150,9 @@ func main() {
 		alreadyPast()
 		if *withHTTP {
 			httpTimeout(client, url)
+			if *withWrapped {
+				httpTimeout(wrapped, url)
+			}
 		}
 		time.Sleep(*pause)
 	}
