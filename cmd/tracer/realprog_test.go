@@ -891,7 +891,7 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 		}
 	case f == faultAttachMid && row.afterAttach >= 0 && row.reportedAfter < row.afterAttach-1:
 		t.Errorf("%s under %s: %d timeouts after the attach by its own output, %d reported", c.prog, f, row.afterAttach, row.reportedAfter)
-	case f != faultAttachMid && row.reported < logged-missable(c, logged):
+	case f != faultAttachMid && row.reported < logged-missable:
 		t.Errorf("%s under %s: %d timeouts by its own output, %d reported", c.prog, f, logged, row.reported)
 	}
 	return row
@@ -905,9 +905,7 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 // first and the call cancelled its context before the context's timer
 // fired, no deadline expired (0 to 2 of 100 per run); the doCancel probe
 // now sees that timer itself.
-func missable(c realCase, logged int) int {
-	return 1
-}
+const missable = 1
 
 // connEvents lists a report's connections with their events' times.
 func connEvents(r export.TimeoutJSON) string {

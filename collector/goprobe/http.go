@@ -120,17 +120,15 @@ func (p *Process) resolveClientTimer(offs *godeadlineTtGoOffsets) {
 		return
 	}
 	fn, err := p.bin.ClientTimeoutCancel()
-	if err != nil {
-		p.log.Info("net/http's Client.Timeout timer not probed", "err", err)
-		return
+	var addr uint64
+	if err == nil {
+		addr, err = p.bin.AfterPrologue(fn)
 	}
-	addr, err := p.bin.AfterPrologue(fn)
-	if err != nil {
-		p.log.Info("net/http's Client.Timeout timer not probed", "err", err)
-		return
+	var rc int64
+	if err == nil {
+		rc, err = p.bin.FieldOffset("net/http.Request", "Cancel")
 	}
-	rc, err := p.bin.FieldOffset("net/http.Request", "Cancel")
-	if err != nil || rc == 0 {
+	if err != nil {
 		p.log.Info("net/http's Client.Timeout timer not probed", "err", err)
 		return
 	}
