@@ -49,7 +49,14 @@ func TestWaitingAt(t *testing.T) {
 				// the call has returned, and labapp waits for the timer in
 				// clientOutcome so its log says the deadline expired. No
 				// call waited then: counted, not checked.
-				if strings.HasPrefix(r.WaitingAt, "main.clientOutcome") {
+				// The call can also return between labapp's clock check
+				// and its wait, or on the server's copy of the deadline
+				// just before the client's own: the timer then fires with
+				// no goroutine parked on the context (0 waiters, nothing
+				// to say where it waited: the report says so by leaving
+				// waiting_at out). Counted with the returned ones; CI
+				// once saw 1 of 6 so (stop 28).
+				if strings.HasPrefix(r.WaitingAt, "main.clientOutcome") || (tc.proto == "grpc" && r.Waiters == 0 && r.WaitingAt == "") {
 					returned++
 					continue
 				}
