@@ -221,7 +221,11 @@ __noinline int read_stack(struct tt_go_event *e, __u32 i, __u64 g, const struct 
 				e->budget_src = b + 1;
 			}
 		}
-		if (!cl || e->waiter_frame[i])
+		if (!cl)
+			continue;
+		if (!e->getconn_fp && pc > cl->getconn_lo && pc <= cl->getconn_hi)
+			e->getconn_fp = fp;
+		if (e->waiter_frame[i])
 			continue;
 #pragma unroll
 		for (int k = 0; k < TT_WAIT_FRAMES; k++) {
@@ -553,6 +557,56 @@ __noinline int read_grandchildren_waiters(struct tt_go_event *e, __u64 c, const 
  * cancelCtx of its own below the request's), then on its grandchildren's,
  * for children maps small enough to be one group; at most TT_GO_WAITERS.
  */
+/* Words of getConn's frame searched for its wantConn. */
+#define TT_GETCONN_WORDS 48
+
+/*
+ * getconn_dial_ctx finds, in the frame of net/http's getConn (frame
+ * pointer e->getconn_fp), the wantConn of the request whose context c is
+ * expiring, and returns its dial context (0: none): the word w whose ctx
+ * is a *cancelCtx whose parent is a withoutCancelCtx of c itself. Each
+ * link is an itab compared for equality, so a stale or unrelated word
+ * fails. The frame's locals lie below its frame pointer on amd64, above
+ * it (past the saved frame pointer and link register) on arm64; reading
+ * a few words beyond the frame is harmless (they fail the same tests).
+ * Global: its stack is not added to the expiry probes' call chains.
+ */
+__noinline __u64 getconn_dial_ctx(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off,
+				  const struct tt_go_conn_layout *cl)
+{
+	if (!e || !off || !cl || !e->getconn_fp || !cl->cancelctx_itab || !cl->withoutcancel_itab)
+		return 0;
+#if GO_HAS_LR
+	__u64 base = e->getconn_fp + 16;
+#else
+	__u64 base = e->getconn_fp - 8 * TT_GETCONN_WORDS;
+#endif
+	__u64 d = 0, wc = 0;
+	for (int k = 0; k < TT_GETCONN_WORDS; k++) {
+		__u64 w = read_u64(base + 8 * k);
+		if (w < 4096 || read_u64(w + cl->wantconn_ctx) != cl->cancelctx_itab)
+			continue;
+		__u64 dd = read_u64(w + cl->wantconn_ctx + 8);
+		if (!dd || read_u64(dd + off->timerctx_parent) != cl->withoutcancel_itab)
+			continue;
+		wc = read_u64(dd + off->timerctx_parent + 8);
+		if (wc) {
+			d = dd;
+			break;
+		}
+	}
+	if (!d)
+		return 0;
+	/* The request's context is the expiring one or below it (a value
+	 * the program or its instrumentation added). */
+	struct ctx_walk w = ctx_walk(e->pid, read_u64(wc + cl->withoutcancel_c), read_u64(wc + cl->withoutcancel_c + 8));
+	while (ctx_next(&w)) {
+		if (w.data == c)
+			return d;
+	}
+	return 0;
+}
+
 static __always_inline void read_waiters(struct tt_go_event *e, __u64 c, const struct tt_go_offsets *off,
 					 const struct tt_go_conn_layout *cl)
 {
@@ -561,6 +615,16 @@ static __always_inline void read_waiters(struct tt_go_event *e, __u64 c, const s
 		read_children_waiters(e, c, off, cl);
 	if (e->waiters < TT_GO_WAITERS)
 		read_grandchildren_waiters(e, c, off, cl);
+	/* A request waiting in the pool for its dial: the dial context's
+	 * children, as the request's. */
+	if (e->waiters < TT_GO_WAITERS && e->getconn_fp) {
+		__u64 d = getconn_dial_ctx(e, c, off, cl);
+		if (d) {
+			read_children_waiters(e, d, off, cl);
+			if (e->waiters < TT_GO_WAITERS)
+				read_grandchildren_waiters(e, d, off, cl);
+		}
+	}
 }
 
 /*

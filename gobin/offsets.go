@@ -48,6 +48,9 @@ func ProbeFields() []FieldRef {
 		// Its Cancel channel: how the Client.Timeout probe tells the
 		// *Request among doCancel's captured variables.
 		{"net/http.Request", "Cancel"},
+		// A request waiting in the pool for its dial: the wantConn's dial
+		// context, found in getConn's frame.
+		{"net/http.wantConn", "ctx"},
 		// Client.Timeout: the budget of the deadline setRequestCancel
 		// makes from it.
 		{"net/http.Client", "Timeout"},

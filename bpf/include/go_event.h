@@ -159,6 +159,22 @@ struct tt_go_conn_layout {
 	__u32 polldesc_rg;   /* runtime.pollDesc.rg: pdNil 0, pdReady 1, pdWait 2, or the g parked reading */
 	__u32 polldesc_wg;   /* runtime.pollDesc.wg: likewise, writing (a connect waits writable) */
 	__u32 pad0;
+	/* A request waiting in net/http's connection pool for a dial
+	 * (getConn, Go 1.23+): the dial runs on another goroutine under the
+	 * wantConn's context, WithCancel(WithoutCancel(request's)), which is
+	 * no child of the request's. The wantConn is found in getConn's frame
+	 * by value: a word w whose ctx (wantconn_ctx) is a *cancelCtx
+	 * (cancelctx_itab) whose parent is a withoutCancelCtx
+	 * (withoutcancel_itab) whose c (withoutcancel_c) is the expiring
+	 * context. That dial context's children (the dialer's deadline,
+	 * connect's AfterFunc) are then read as the expiring context's.
+	 * getconn_lo 0: not read. Runtime addresses. */
+	__u64 getconn_lo;
+	__u64 getconn_hi;
+	__u64 cancelctx_itab;
+	__u64 withoutcancel_itab;
+	__u32 wantconn_ctx;
+	__u32 withoutcancel_c;
 };
 
 /* How a waiter was found through an AfterFunc's connection (waiter_af:
@@ -416,6 +432,10 @@ struct tt_go_event {
 	__s64 budget_ns;
 	__u8 budget_src;
 	__u8 _pad3[7];
+	/* The frame pointer of the first getConn frame read
+	 * (tt_go_conn_layout.getconn_lo), where its wantConn is looked for;
+	 * 0: none. */
+	__u64 getconn_fp;
 };
 
 #endif

@@ -87,31 +87,37 @@ const (
 )
 
 type godeadlineTtGoConnLayout struct {
-	_             structs.HostLayout
-	WrapItab      [2]uint64
-	WrapInner     [2]uint32
-	H2Tconn       [2]uint32
-	H2ReqCtx      [2]uint32
-	WaitLo        [16]uint64
-	WaitHi        [16]uint64
-	WaitConn      [16]uint32
-	WaitVia       [16]uint32
-	WaitVia2      [16]uint32
-	WaitNetfd     [16]uint32
-	WaitArg       [16]uint32
-	WaitItab      [16]uint64
-	WaitInbound   [16]uint32
-	AfterfuncItab uint64
-	AfFn          [4]uint64
-	AfFramePc     [4]uint64
-	AfVia         [4][2]uint32
-	AfConn        [4]uint32
-	AfterfuncF    uint32
-	NetfdPd       uint32
-	PolldescFd    uint32
-	PolldescRg    uint32
-	PolldescWg    uint32
-	Pad0          uint32
+	_                 structs.HostLayout
+	WrapItab          [2]uint64
+	WrapInner         [2]uint32
+	H2Tconn           [2]uint32
+	H2ReqCtx          [2]uint32
+	WaitLo            [16]uint64
+	WaitHi            [16]uint64
+	WaitConn          [16]uint32
+	WaitVia           [16]uint32
+	WaitVia2          [16]uint32
+	WaitNetfd         [16]uint32
+	WaitArg           [16]uint32
+	WaitItab          [16]uint64
+	WaitInbound       [16]uint32
+	AfterfuncItab     uint64
+	AfFn              [4]uint64
+	AfFramePc         [4]uint64
+	AfVia             [4][2]uint32
+	AfConn            [4]uint32
+	AfterfuncF        uint32
+	NetfdPd           uint32
+	PolldescFd        uint32
+	PolldescRg        uint32
+	PolldescWg        uint32
+	Pad0              uint32
+	GetconnLo         uint64
+	GetconnHi         uint64
+	CancelctxItab     uint64
+	WithoutcancelItab uint64
+	WantconnCtx       uint32
+	WithoutcancelC    uint32
 }
 
 type godeadlineTtGoCtxItab struct {
@@ -171,6 +177,7 @@ type godeadlineTtGoEvent struct {
 	BudgetNs         int64
 	BudgetSrc        uint8
 	Pad3             [7]uint8
+	GetconnFp        uint64
 }
 
 type godeadlineTtGoExpiry uint32

@@ -317,6 +317,51 @@ func (p *Process) resolveDialWait(offs *godeadlineTtGoOffsets) {
 	}
 	p.ext.conns.WaitNetfd[i] = 1
 	p.resolveAfterFuncs(offs, fn, i)
+	if p.ext.conns.AfterfuncItab != 0 {
+		p.resolveGetConn()
+	}
+}
+
+// resolveGetConn lets the expiry probe follow a request waiting in net/http's
+// connection pool (getConn) to the dial made for it on another goroutine
+// (getconn_dial_ctx): getConn's range, wantConn.ctx, and the itabs of the
+// dial context's two levels, *context.cancelCtx and context.withoutCancelCtx
+// as a context.Context, with withoutCancelCtx's c. Go 1.23+ dials under
+// WithCancel(WithoutCancel(request's context)); before, under the
+// request's own context, whose children are read anyway. Optional.
+func (p *Process) resolveGetConn() {
+	cl := &p.ext.conns
+	fn, err := p.bin.Func("net/http.(*Transport).getConn")
+	if err != nil {
+		return // no net/http client
+	}
+	wc, err := p.bin.FieldOffset("net/http.wantConn", "ctx")
+	if err != nil {
+		p.log.Debug("a request waiting for its dial in the pool is not followed to it", "err", err)
+		return
+	}
+	cis, err := p.bin.ContextItabs()
+	if err != nil {
+		p.log.Debug("a request waiting for its dial in the pool is not followed to it", "err", err)
+		return
+	}
+	var cancelItab, withoutItab uint64
+	var withoutC int64
+	for _, ci := range cis {
+		switch ci.Type.Name {
+		case "*context.cancelCtx":
+			cancelItab = ci.Addr
+		case "context.withoutCancelCtx":
+			withoutItab, withoutC = ci.Addr, ci.ParentOffset
+		}
+	}
+	if cancelItab == 0 || withoutItab == 0 {
+		p.log.Debug("a request waiting for its dial in the pool is not followed to it", "err", "no itab of *context.cancelCtx or context.withoutCancelCtx as a context.Context")
+		return
+	}
+	cl.GetconnLo, cl.GetconnHi = fn.Entry+p.bias, fn.End+p.bias
+	cl.CancelctxItab, cl.WithoutcancelItab = cancelItab+p.bias, withoutItab+p.bias
+	cl.WantconnCtx, cl.WithoutcancelC = uint32(wc), uint32(withoutC)
 }
 
 // resolveAfterFuncs lets the expiry probe find the connections that
