@@ -25,6 +25,7 @@ type targetCounts struct {
 	Met        int   `json:"met"`
 	HTTP       int   `json:"http"`     // http.Client timeouts among Expired
 	HTTPFDs    []int `json:"http_fds"` // their connections' descriptors
+	PoolWait   int   `json:"pool_wait"` // requests expired in net/http's pool, their dial in SYN retries
 }
 
 // createdRE is a creator as the deadlines target's own code sets it, and
@@ -39,7 +40,7 @@ var createdRE = regexp.MustCompile(`^main\.\w+ \(.*deadlines/main\.go:\d+\)$`)
 // spill slot's place differs between amd64 and arm64): the descriptor must
 // be the one the target's request was sent on.
 func checkDeadlines(ctx context.Context, cfg config, detail bool) (string, error) {
-	tgt := exec.Command(cfg.prog("deadlines"), "-rounds", fmt.Sprint(cfg.rounds), "-budget", cfg.budget.String())
+	tgt := exec.Command(cfg.prog("deadlines"), "-rounds", fmt.Sprint(cfg.rounds), "-budget", cfg.budget.String(), "-pool-wait")
 	stdin, err := tgt.StdinPipe()
 	if err != nil {
 		return "", err
@@ -153,7 +154,7 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 	// frame pointers, on each architecture): a fired timer's goroutine
 	// waits on its Done, or a child's, in main. One already past when set
 	// has no waiter yet.
-	waiting, bound, httpWaited := 0, 0, 0
+	waiting, bound, httpWaited, poolWaited, poolBound := 0, 0, 0, 0, 0
 	for _, e := range evs {
 		if e.Kind != event.TimerFired || e.Cancelled {
 			continue // already past when set, or cancelled first (http.Client.Timeout): nobody waits
@@ -194,11 +195,31 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 			waiting++
 			continue
 		}
+		// A request in net/http's pool whose dial is in SYN retries: the
+		// dial, on another goroutine under the wantConn's context, found
+		// from getConn's frame (its scan differs by architecture: the
+		// frame's locals lie below its frame pointer on amd64, above on
+		// arm64) and bound through connect's wait.
+		if strings.HasPrefix(e.WaitingAt, "net.(*netFD).connect") || strings.HasPrefix(e.WaitingAt, "net/http.(*Transport).getConn") {
+			poolWaited++
+			for _, w := range e.Waiters {
+				if strings.HasPrefix(w.ConnFrame, "net.(*netFD).connect") && w.ConnFD >= 0 {
+					poolBound++
+					break
+				}
+			}
+			waiting++
+			continue
+		}
 		if !createdRE.MatchString(e.WaitingAt) {
 			errs = append(errs, fmt.Errorf("waiting_at %q (waiters %d), want a main.* function in deadlines/main.go", e.WaitingAt, len(e.Waiters)))
 			break
 		}
 		waiting++
+	}
+	msg += fmt.Sprintf("; %d of %d pool waits bound to their dial (%d waiting there)", poolBound, want.PoolWait, poolWaited)
+	if poolBound != want.PoolWait {
+		errs = append(errs, fmt.Errorf("%d of %d requests expired in net/http's pool bound at the expiry to their dial (%d reports waiting there)", poolBound, want.PoolWait, poolWaited))
 	}
 	msg += fmt.Sprintf("; waiting_at on %d fired timers; %d of %d HTTP timeouts bound at the expiry to the target's connection, with their Client.Timeout; net/http's doCancel probe: %d runs, %d second timers merged",
 		waiting, bound, want.HTTP, st.ClientTimerHits, st.Merged)

@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -31,6 +32,9 @@ type counts struct {
 	// requests were sent on (httptrace's GotConn): what a tracer reading
 	// the waiting request's connection at the expiry must find.
 	HTTPFDs []int `json:"http_fds,omitempty"`
+	// PoolWait: requests that expired waiting in net/http's pool for a
+	// dial in SYN retries (-pool-wait), among Expired.
+	PoolWait int `json:"pool_wait,omitempty"`
 }
 
 var c counts
@@ -115,11 +119,58 @@ func httpTimeout(client *http.Client, url string) {
 	c.HTTPFDs = append(c.HTTPFDs, fd)
 }
 
+// fullListener listens with an accept queue of one and fills it, so that
+// every later SYN to it is dropped: a connect there waits in SYN retries,
+// as to a blackholed peer, with no network namespace. It returns the
+// address and what to close.
+func fullListener() (string, func()) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		panic(err)
+	}
+	sa := &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
+	if err := syscall.Bind(fd, sa); err != nil {
+		panic(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		panic(err)
+	}
+	got, err := syscall.Getsockname(fd)
+	if err != nil {
+		panic(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", got.(*syscall.SockaddrInet4).Port)
+	filler, err := net.DialTimeout("tcp", addr, time.Second) // the one the queue holds
+	if err != nil {
+		panic(err)
+	}
+	return addr, func() { filler.Close(); syscall.Close(fd) }
+}
+
+// poolWait sends a request under a deadline to a peer that drops its SYNs:
+// the request waits in net/http's pool (getConn) while another goroutine
+// dials under the wantConn's context, and the deadline expires there.
+func poolWait(client *http.Client, url string, budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), budget) // created:poolWait
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		panic(err)
+	}
+	if resp, err := client.Do(req); err == nil {
+		resp.Body.Close()
+		return
+	}
+	c.Expired++
+	c.PoolWait++
+}
+
 func main() {
 	rounds := flag.Int("rounds", 5, "rounds of every scenario")
 	budget := flag.Duration("budget", 30*time.Millisecond, "budget of the expiring deadlines")
 	withHTTP := flag.Bool("http", true, "include http.Client timeouts")
 	withWrapped := flag.Bool("wrapped", true, "with -http: also an http.Client timeout over a RoundTripper of the program's own (two timers)")
+	withPoolWait := flag.Bool("pool-wait", false, "also a request whose deadline expires while it waits in net/http's pool for a dial in SYN retries")
 	pause := flag.Duration("pause", 0, "sleep between rounds")
 	wait := flag.Bool("wait", true, "wait for a line on stdin before starting")
 	linger := flag.Duration("linger", 0, "stay alive this long after the rounds (a quiet period)")
@@ -138,6 +189,13 @@ func main() {
 		defer slow.Close()
 		url = slow.URL
 	}
+	var poolURL string
+	poolClient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	if *withPoolWait {
+		addr, closeFull := fullListener()
+		defer closeFull()
+		poolURL = "http://" + addr + "/"
+	}
 	fmt.Println("ready", os.Getpid())
 	if *wait {
 		bufio.NewReader(os.Stdin).ReadString('\n')
@@ -153,6 +211,9 @@ func main() {
 			if *withWrapped {
 				httpTimeout(wrapped, url)
 			}
+		}
+		if *withPoolWait {
+			poolWait(poolClient, poolURL, *budget)
 		}
 		time.Sleep(*pause)
 	}
