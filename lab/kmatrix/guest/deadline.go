@@ -23,8 +23,8 @@ type targetCounts struct {
 	Expired    int   `json:"expired"`
 	AtCreation int   `json:"at_creation"`
 	Met        int   `json:"met"`
-	HTTP       int   `json:"http"`     // http.Client timeouts among Expired
-	HTTPFDs    []int `json:"http_fds"` // their connections' descriptors
+	HTTP       int   `json:"http"`      // http.Client timeouts among Expired
+	HTTPFDs    []int `json:"http_fds"`  // their connections' descriptors
 	PoolWait   int   `json:"pool_wait"` // requests expired in net/http's pool, their dial in SYN retries
 }
 
