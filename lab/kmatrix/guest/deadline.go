@@ -159,6 +159,22 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 		if e.Kind != event.TimerFired || e.Cancelled {
 			continue // already past when set, or cancelled first (http.Client.Timeout): nobody waits
 		}
+		// A request in net/http's pool whose dial is in SYN retries: the
+		// dial, on another goroutine under the wantConn's context, found
+		// from getConn's frame (its scan differs by architecture: the
+		// frame's locals lie below its frame pointer on amd64, above on
+		// arm64) and bound through connect's wait.
+		if strings.HasPrefix(e.WaitingAt, "net.(*netFD).connect") || strings.HasPrefix(e.WaitingAt, "net/http.(*Transport).getConn") {
+			poolWaited++
+			for _, w := range e.Waiters {
+				if strings.HasPrefix(w.ConnFrame, "net.(*netFD).connect") && w.ConnFD >= 0 {
+					poolBound++
+					break
+				}
+			}
+			waiting++
+			continue
+		}
 		if strings.HasPrefix(e.WaitingAt, "net/http.") {
 			httpWaited++
 			if !strings.HasPrefix(e.WaitingAt, "net/http.(*persistConn).roundTrip") {
@@ -192,22 +208,6 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 				break
 			}
 			bound++
-			waiting++
-			continue
-		}
-		// A request in net/http's pool whose dial is in SYN retries: the
-		// dial, on another goroutine under the wantConn's context, found
-		// from getConn's frame (its scan differs by architecture: the
-		// frame's locals lie below its frame pointer on amd64, above on
-		// arm64) and bound through connect's wait.
-		if strings.HasPrefix(e.WaitingAt, "net.(*netFD).connect") || strings.HasPrefix(e.WaitingAt, "net/http.(*Transport).getConn") {
-			poolWaited++
-			for _, w := range e.Waiters {
-				if strings.HasPrefix(w.ConnFrame, "net.(*netFD).connect") && w.ConnFD >= 0 {
-					poolBound++
-					break
-				}
-			}
 			waiting++
 			continue
 		}
