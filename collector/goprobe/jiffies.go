@@ -1,8 +1,17 @@
 package goprobe
 
 import (
+	"bufio"
+	"compress/gzip"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The kernel's tick (1/HZ), which the socket's receive timestamps
@@ -25,7 +34,7 @@ func tickOf(jiffies, monoNs uint64) time.Duration {
 	if t := kernelTick.Load(); t != 0 {
 		return time.Duration(t)
 	}
-	hz := deriveHZ(jiffies, monoNs)
+	hz := hzOf(jiffies, monoNs)
 	if hz == 0 {
 		return 0
 	}
@@ -54,3 +63,59 @@ func deriveHZ(jiffies, monoNs uint64) uint64 {
 	}
 	return found
 }
+
+// hzOf is deriveHZ's answer, or, in the first minutes after boot when
+// several candidates fit, the kernel config's CONFIG_HZ if it is one of
+// them (a node agent starts with its node: without it the tick stayed
+// unknown for its first ~8 minutes).
+func hzOf(jiffies, monoNs uint64) uint64 {
+	if hz := deriveHZ(jiffies, monoNs); hz != 0 {
+		return hz
+	}
+	cfg := kernelConfigHZ()
+	if cfg == 0 || jiffies == 0 {
+		return 0
+	}
+	pred := float64(1<<32) - 300*float64(cfg) + float64(cfg)*float64(monoNs)/1e9
+	if d := float64(jiffies) - pred; d < 2*float64(cfg) && d > -2*float64(cfg) {
+		return cfg
+	}
+	return 0
+}
+
+// kernelConfigHZ is CONFIG_HZ from the running kernel's config
+// (/proc/config.gz, else /boot/config-<release>), 0 when neither is
+// readable. Read once.
+var kernelConfigHZ = sync.OnceValue(func() uint64 {
+	var r io.Reader
+	if f, err := os.Open("/proc/config.gz"); err == nil {
+		defer f.Close()
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			return 0
+		}
+		r = z
+	} else {
+		var u unix.Utsname
+		if unix.Uname(&u) != nil {
+			return 0
+		}
+		f, err := os.Open("/boot/config-" + unix.ByteSliceToString(u.Release[:]))
+		if err != nil {
+			return 0
+		}
+		defer f.Close()
+		r = f
+	}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "CONFIG_HZ="); ok {
+			hz, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return 0
+			}
+			return hz
+		}
+	}
+	return 0
+})
