@@ -738,6 +738,7 @@ static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const st
 		e->waiter_unread[i] = sk_unread(sk, &e->waiter_rcv_age[i], &e->waiter_snd_age[i]);
 		e->waiter_unacked[i] = sk_unacked(sk);
 		e->waiter_ca_state[i] = sk_recovery(sk, &e->waiter_retrans_out[i], &e->waiter_lost_out[i]);
+		e->waiter_sk_state[i] = sk_tcp_state(sk);
 	}
 }
 

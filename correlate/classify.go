@@ -786,6 +786,9 @@ func connections(es []*evidence, d *event.Deadline, max, maxEvents int) ([]Conne
 		if s := e.send; s != nil {
 			cn.AtExpiry = &SendAtExpiry{UnackedBytes: s.Unacked, CAState: event.CAStateName(s.CAState),
 				RetransOut: s.RetransOut, LostOut: s.LostOut, Recovering: s.Recovering()}
+			if s.State != 0 {
+				cn.AtExpiry.TCPState = event.TCPState(s.State).String()
+			}
 		}
 		for k, n := range e.n {
 			if n > 0 {

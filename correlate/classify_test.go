@@ -1292,3 +1292,53 @@ func TestLoneUnboundProbe(t *testing.T) {
 		t.Errorf("summary %q", r.Cause.Summary)
 	}
 }
+
+// TestConnectingAtTheExpiry: a request bound to a socket still in its
+// handshake at the expiry (a pool wait's dial, read through its wantConn).
+// Its send side reads one byte unacknowledged — the SYN — and, once the
+// SYN's retransmission timer fired, loss with one segment retransmitted:
+// that is a SYN retry, not an RTO on data. CI once classed 2 of 8 such
+// requests rto (TestAccuracyMatrix/syn_timeout/always) when the SYN's
+// retransmit fell before the window.
+func TestConnectingAtTheExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		connect bool // the connect long before the window (else just before the expiry)
+		send    *event.SendState
+		want    Class
+		conf    Confidence
+		summary string
+	}{
+		{"SYN retried, connect seen", true, &event.SendState{Unacked: 1, CAState: event.CALoss, RetransOut: 1, State: event.TCPStateSynSent},
+			ClassSynTimeout, Exact, "still sending its SYN at the expiry, retransmitted"},
+		// The handshake just begun (the connect 50 ms before the
+		// expiry): no proof of loss, and never an RTO.
+		{"SYN not yet retried", false, &event.SendState{Unacked: 1, CAState: event.CAOpen, State: event.TCPStateSynSent},
+			ClassUnknown, Exact, "still in its handshake"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScenario("t", "")
+			c := sc.conn(3, 10, "app", "10.0.0.1:1002", "10.0.0.3:80", 100*time.Microsecond)
+			at := 7000.0 // before the window: its SYN retransmit too
+			if !tc.connect {
+				at = 8050
+			}
+			c.bind(at, 0, event.BindDial)
+			c.tcp(at+0.01, event.TCPConnect)
+			sc.deadline(10, "app", 8000, 100, 0, "", noDetail(), func(d *event.Deadline) {
+				d.WaitersRead, d.WaitingAt = true, "net/http.(*Transport).getConn (/go/src/net/http/transport.go:1493)"
+				d.Waiters = []event.Waiter{{Goid: 7, At: d.WaitingAt, Conn: 3, ConnFrame: "net/http.(*Transport).getConn", ConnSend: tc.send}}
+			})
+			r := one(t, sc)
+			expect(t, r, tc.want, tc.conf)
+			if !strings.Contains(r.Cause.Summary, tc.summary) {
+				t.Errorf("summary %q, want %q in it", r.Cause.Summary, tc.summary)
+			}
+			if len(r.Cause.Connections) > 0 {
+				if at := r.Cause.Connections[0].AtExpiry; at == nil || at.TCPState != "SYN_SENT" || at.Recovering {
+					t.Errorf("at_expiry %+v, want SYN_SENT, not recovering", at)
+				}
+			}
+		})
+	}
+}

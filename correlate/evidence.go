@@ -268,6 +268,11 @@ func (c *Correlator) verdict(e *evidence, sp span) (Class, string) {
 		return ClassRTO, ""
 	case n[event.TCPSynRetransmit] > 0 || n[event.TCPSynAckRetransmit] > 0 || e.connTimedOut || e.errSynTimed || e.abortedRetry:
 		return ClassSynTimeout, ""
+	case sp.send.SynRetried():
+		// Read at the expiry: still sending its SYN, and the SYN's
+		// retransmission timer had fired (its retransmit before the
+		// window, or not seen).
+		return ClassSynTimeout, ""
 	case e.resetEst || e.errReset:
 		return ClassReset, ""
 	case e.resetSyn || e.connRejected != 0 || e.errRefused:
@@ -288,7 +293,7 @@ func (c *Correlator) verdict(e *evidence, sp span) (Class, string) {
 		return ClassTLP, ""
 	case (e.abortedBare || (e.state != nil && e.state.state == stateSynSent && !e.established)) && c.synUnanswered(e, sp):
 		return ClassSynTimeout, ""
-	case e.abortedBare || (e.state != nil && e.state.state == stateSynSent && !e.established):
+	case e.abortedBare || (e.state != nil && e.state.state == stateSynSent && !e.established) || sp.send.Connecting():
 		// A SYN unanswered for less than the first SYN retry (1 s) is no
 		// proof of loss: the handshake was still in progress.
 		e.youngSyn = true

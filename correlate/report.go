@@ -216,6 +216,10 @@ type SendAtExpiry struct {
 	// Recovering: data unacknowledged and the state recovery or loss —
 	// the request was held up in loss recovery at the expiry.
 	Recovering bool `json:"recovering,omitempty"`
+	// TCPState is the socket's state then, as the kernel names it
+	// (ESTABLISHED, SYN_SENT: still connecting, its one unacknowledged
+	// byte its SYN); absent from recordings made before it was read.
+	TCPState string `json:"tcp_state,omitempty"`
 }
 
 // ConnEvent is one kernel TCP event of a connection, as a timeline entry

@@ -31,6 +31,9 @@ type peerGroup struct {
 	// send: a send side read at the expiry in loss recovery, of one of the
 	// group's connections (evidence.send), nil when none was.
 	send *event.SendState
+	// synRetried: one of the group's connections was still sending its
+	// SYN at the expiry, retransmitted (event.SendState.SynRetried).
+	synRetried bool
 }
 
 // peerKey groups by peer address; sockets whose peer is unknown stay apart.
@@ -79,6 +82,7 @@ func groupByPeer(es []*evidence) []*peerGroup {
 		if g.send == nil && e.send.Recovering() {
 			g.send = e.send
 		}
+		g.synRetried = g.synRetried || e.send.SynRetried()
 		f := &g.flags
 		f.resetEst, f.errReset, f.resetSyn, f.errRefused = f.resetEst || e.resetEst, f.errReset || e.errReset, f.resetSyn || e.resetSyn, f.errRefused || e.errRefused
 		f.connTimedOut, f.errSynTimed, f.abortedRetry = f.connTimedOut || e.connTimedOut, f.errSynTimed || e.errSynTimed, f.abortedRetry || e.abortedRetry
@@ -179,6 +183,8 @@ func (g *peerGroup) phrase(class Class, w Window) string {
 			fmt.Fprintf(&b, "%s to %s unanswered", plural(syn, "SYN retransmit", "SYN retransmits"), g.peer)
 		case synack > 0:
 			fmt.Fprintf(&b, "%s to %s unanswered", plural(synack, "SYN-ACK retransmit", "SYN-ACK retransmits"), g.peer)
+		case g.synRetried:
+			fmt.Fprintf(&b, "the connect to %s got no answer: still sending its SYN at the expiry, retransmitted (read from the socket then)", g.peer)
 		default:
 			fmt.Fprintf(&b, "the connect to %s got no answer", g.peer)
 		}

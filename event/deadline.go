@@ -184,6 +184,33 @@ type SendState struct {
 	CAState    uint8
 	RetransOut uint32
 	LostOut    uint32
+	// State is the socket's TCP state (TCPStateSynSent ...; 0: not read,
+	// recordings made before it was).
+	State uint8
+}
+
+// The kernel's TCP states a SendState tells apart (enum tcp_state).
+const (
+	TCPStateEstablished = 1
+	TCPStateSynSent     = 2
+	TCPStateSynRecv     = 3
+)
+
+// Connecting: the socket had not finished its handshake at the expiry.
+// Its one unacknowledged "byte" is then its SYN, not data the process
+// wrote, and a loss state is the SYN's retransmission timer, not an RTO
+// on data: CI once classed a request waiting on such a dial rto from it.
+func (s *SendState) Connecting() bool {
+	return s != nil && (s.State == TCPStateSynSent || s.State == TCPStateSynRecv)
+}
+
+// SynRetried: read at the expiry, the socket was still sending its SYN
+// and had retransmitted it (the SYN's retransmission timer fired: loss,
+// one segment retransmitted and unacknowledged): the SYN had gone
+// unanswered for at least the initial RTO (1 s), whether or not the
+// retransmit itself was seen.
+func (s *SendState) SynRetried() bool {
+	return s != nil && s.State == TCPStateSynSent && s.CAState == CALoss && s.RetransOut > 0
 }
 
 // The kernel's congestion states (enum tcp_ca_state).
@@ -215,14 +242,14 @@ func CAStateName(s uint8) string {
 // Settled: everything the process had written was acknowledged at the
 // expiry (none in flight, none queued), so a retransmit after it repeats
 // only what was written after it (the cancellation's own close).
-func (s *SendState) Settled() bool { return s != nil && s.Unacked == 0 }
+func (s *SendState) Settled() bool { return s != nil && s.Unacked == 0 && !s.Connecting() }
 
 // Recovering: at the expiry the connection still had unacknowledged data
 // and was repairing losses (fast recovery, or loss after an RTO): the
 // request was held up in loss recovery then, whatever earlier
 // retransmits had been acknowledged.
 func (s *SendState) Recovering() bool {
-	return s != nil && s.Unacked > 0 && (s.CAState == CARecovery || s.CAState == CALoss)
+	return s != nil && !s.Connecting() && s.Unacked > 0 && (s.CAState == CARecovery || s.CAState == CALoss)
 }
 
 // libraryFrames are the packages a waiting goroutine's stack passes

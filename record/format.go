@@ -136,20 +136,21 @@ type sendState struct {
 	CAState    uint8  `json:"ca_state"`
 	RetransOut uint32 `json:"retrans_out,omitempty"`
 	LostOut    uint32 `json:"lost_out,omitempty"`
+	State      uint8  `json:"state,omitempty"`
 }
 
 func sendStateOf(s *event.SendState) *sendState {
 	if s == nil {
 		return nil
 	}
-	return &sendState{Unacked: s.Unacked, CAState: s.CAState, RetransOut: s.RetransOut, LostOut: s.LostOut}
+	return &sendState{Unacked: s.Unacked, CAState: s.CAState, RetransOut: s.RetransOut, LostOut: s.LostOut, State: s.State}
 }
 
 func (s *sendState) event() *event.SendState {
 	if s == nil {
 		return nil
 	}
-	return &event.SendState{Unacked: s.Unacked, CAState: s.CAState, RetransOut: s.RetransOut, LostOut: s.LostOut}
+	return &event.SendState{Unacked: s.Unacked, CAState: s.CAState, RetransOut: s.RetransOut, LostOut: s.LostOut, State: s.State}
 }
 
 // waiter is an event.Waiter in a recording.

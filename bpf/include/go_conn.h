@@ -83,6 +83,14 @@ static __always_inline __u32 sk_unacked(struct sock *sk)
 	return BPF_CORE_READ(tp, write_seq) - BPF_CORE_READ(tp, snd_una);
 }
 
+/* sk's TCP state (skc_state: TCP_ESTABLISHED 1, TCP_SYN_SENT 2, ...). */
+static __always_inline __u8 sk_tcp_state(struct sock *sk)
+{
+	if (!sk)
+		return 0;
+	return BPF_CORE_READ(sk, __sk_common.skc_state);
+}
+
 /* sk's loss recovery: its congestion state (the return value), the
  * segments retransmitted and not yet acknowledged, and those held lost. */
 static __always_inline __u8 sk_recovery(struct sock *sk, __u32 *retrans_out, __u32 *lost_out)

@@ -431,7 +431,12 @@ struct tt_go_event {
 	__u64 budget_pc;
 	__s64 budget_ns;
 	__u8 budget_src;
-	__u8 _pad3[7];
+	/* Each waiter's connection's TCP state at the expiry (skc_state:
+	 * 1 established, 2 SYN_SENT, ...): a socket still connecting has
+	 * its SYN as its one unacknowledged byte, and its congestion state
+	 * loss once the SYN's retransmission timer fired. */
+	__u8 waiter_sk_state[TT_GO_WAITERS];
+	__u8 _pad3[3];
 	/* The frame pointer of the first getConn frame read
 	 * (tt_go_conn_layout.getconn_lo), where its wantConn is looked for;
 	 * 0: none. */

@@ -176,7 +176,8 @@ type godeadlineTtGoEvent struct {
 	BudgetPc         uint64
 	BudgetNs         int64
 	BudgetSrc        uint8
-	Pad3             [7]uint8
+	WaiterSkState    [4]uint8
+	Pad3             [3]uint8
 	GetconnFp        uint64
 }
 
