@@ -42,6 +42,11 @@ type GRPCServerLayout struct {
 	// stream holds at StreamEmbed (grpc-go 1.69 to 1.7x embedded a
 	// pointer); else it is in the stream itself.
 	StreamID, StreamTransport, StreamEmbed int64
+	// StreamCtx is the stream's context (an interface: the server's
+	// WithTimeout of the client's grpc-timeout, under the incoming
+	// metadata's valueCtx), in the stream or, when StreamEmbed >= 0, in
+	// its *Stream, as StreamID.
+	StreamCtx int64
 	// StreamKeyType is the link-time address of grpc.streamKey's type
 	// descriptor: the key's type word in the valueCtx.
 	StreamKeyType uint64
@@ -158,8 +163,19 @@ func (b *Binary) GRPCServer() (*GRPCServerLayout, error) {
 		if err != nil {
 			return nil, err
 		}
-		l.StreamEmbed, l.StreamID = embed, id
+		ctx, err := b.grpcOffset(typeOld, "ctx")
+		if err != nil {
+			return nil, err
+		}
+		l.StreamEmbed, l.StreamID, l.StreamCtx = embed, id, ctx
 		idPath = ""
+	}
+	ctxPath := "Stream.ctx"
+	if stream == typeOld {
+		ctxPath = "ctx"
+	}
+	if idPath == "" {
+		ctxPath = ""
 	}
 	for _, f := range []struct {
 		typ, path string
@@ -173,6 +189,7 @@ func (b *Binary) GRPCServer() (*GRPCServerLayout, error) {
 		{hpackPkg + ".HeaderField", "Sensitive", &l.FieldSize},
 		{stream, idPath, &l.StreamID},
 		{stream, "st", &l.StreamTransport},
+		{stream, ctxPath, &l.StreamCtx},
 	} {
 		if f.path == "" {
 			continue // resolved above
@@ -192,4 +209,52 @@ func (b *Binary) GRPCServer() (*GRPCServerLayout, error) {
 	}
 	l.StreamKeyType = key
 	return l, nil
+}
+
+// fnCloseStream is what grpc-go's server calls to end a stream abnormally.
+const fnCloseStream = grpcTransport + ".(*http2Server).closeStream"
+
+// GRPCServerTimer finds the closure grpc-go's server arms, beside the
+// stream's context, for a call with a deadline (the client's grpc-timeout):
+// operateHeaders makes the stream's context WithTimeout(timeout) and then
+// starts time.AfterFunc(timeout, func() { ...; t.closeStream(s, ...) }),
+// one deadline, two timers. closeStream cancels the stream's context:
+// when that timer's goroutine runs first, the handler is released before
+// the context's own timer fires, which then finds the context cancelled
+// and nobody waiting (TestCauseGRPCSlowClient: 1 to 6 of 8 so). The
+// closure runs only when the call's deadline passes: never on a call that
+// ends in time (its timer is stopped).
+//
+// It is found by what it does: of operateHeaders' closures, the one that
+// calls closeStream. Anything but exactly one is an error (no probe rather
+// than a wrong one). Its captured words are the transport and the stream
+// (and, since grpc-go 1.5x, a channel it waits on first), which the probe
+// tells apart by value: the stream's transport field is the transport.
+func (b *Binary) GRPCServerTimer() (Func, error) {
+	closeStream, err := b.Func(fnCloseStream)
+	if err != nil {
+		return Func{}, fmt.Errorf("find grpc-go's server deadline timer: %w", err)
+	}
+	closures, err := b.Funcs(grpcOperateHeader + ".func")
+	if err != nil {
+		return Func{}, fmt.Errorf("find grpc-go's server deadline timer: %w", err)
+	}
+	var found []Func
+	for _, fn := range closures {
+		insts, err := b.disassemble(fn)
+		if err != nil {
+			return Func{}, fmt.Errorf("find grpc-go's server deadline timer: %w", err)
+		}
+		for _, i := range insts {
+			if i.kind == kindCall && i.target == closeStream.Entry {
+				found = append(found, fn)
+				break
+			}
+		}
+	}
+	if len(found) != 1 {
+		return Func{}, fmt.Errorf("find grpc-go's server deadline timer: %d of %d closures of %s call %s: %w",
+			len(found), len(closures), grpcOperateHeader, fnCloseStream, ErrNotFound)
+	}
+	return found[0], nil
 }

@@ -32,6 +32,10 @@ func GRPCProbeFields() []GRPCFieldRef {
 		{modGRPC, typeStrm, "st"},
 		{modGRPC, typeOld, "id"},
 		{modGRPC, typeOld, "st"},
+		// The stream's context, where the server's deadline timer finds
+		// the call's context (GRPCServerTimer).
+		{modGRPC, typeStrm, "Stream.ctx"},
+		{modGRPC, typeOld, "ctx"},
 		// The client stream's transport, where a call waits for its
 		// response headers (waitOnHeader): a *http2Client in the
 		// ClientStream (grpc-go >= 1.71) or the Stream before, which held

@@ -143,3 +143,47 @@ func TestGRPCNotLinked(t *testing.T) {
 		t.Errorf("GRPCServer: %v, want ErrNotFound", err)
 	}
 }
+
+// TestGRPCServerTimer proves grpc-go's server deadline timer is found by
+// what it does (the operateHeaders closure that calls closeStream) on both
+// architectures and without symbols' DWARF: its entry is on the
+// time.AfterFunc line that arms it, and a stripped build finds the same
+// address as its unstripped twin. The stream's context offset is resolved
+// with the rest of the server's layout.
+func TestGRPCServerTimer(t *testing.T) {
+	entries := map[string]uint64{}
+	for _, tc := range []struct{ name, goarch string }{{"plain", "amd64"}, {"arm64", "arm64"}, {"stripped", "amd64"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var args []string
+			if tc.name == "stripped" {
+				args = []string{"-ldflags=-s -w"}
+			}
+			b := buildLabapp(t, tc.name, tc.goarch, args...)
+			fn, err := b.GRPCServerTimer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(fn.Name, grpcOperateHeader+".func") {
+				t.Errorf("found %s", fn.Name)
+			}
+			if tc.name != "stripped" {
+				if line := sourceLine(t, b.Symbolize(fn.Entry)); !strings.Contains(line, "AfterFunc(timeout, func()") {
+					t.Errorf("%s starts at %q, want the AfterFunc line", fn.Name, line)
+				}
+			}
+			if tc.goarch == "amd64" {
+				if e, ok := entries["amd64"]; ok && e != fn.Entry {
+					t.Errorf("entry %#x, its twin's %#x", fn.Entry, e)
+				}
+				entries["amd64"] = fn.Entry
+			}
+			srv, err := b.GRPCServer()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if srv.StreamCtx < 0 || srv.StreamCtx == srv.StreamID || srv.StreamCtx == srv.StreamTransport {
+				t.Errorf("stream context at %d (id %d, transport %d)", srv.StreamCtx, srv.StreamID, srv.StreamTransport)
+			}
+		})
+	}
+}
