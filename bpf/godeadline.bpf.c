@@ -820,7 +820,8 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind, __u64 c, __
 	 * decided after the waiters are read (below): the timer probe may run
 	 * as net/http's doCancel wakes the request (its probe saw it waiting,
 	 * and marked it first). */
-	int two = off->request_cancel && kind != TT_GO_EXPIRED_AT_CREATION;
+	const struct tt_go_grpc_offsets *gt = bpf_map_lookup_elem(&go_grpc, &tgid);
+	int two = (off->request_cancel || (gt && gt->has_timer)) && kind != TT_GO_EXPIRED_AT_CREATION;
 
 	struct tt_go_event *e = bpf_ringbuf_reserve(&go_events, sizeof(*e), 0);
 	if (!e) {
@@ -865,7 +866,7 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind, __u64 c, __
 		}
 	}
 	e->parent_ctx = read_u64(c + off->timerctx_parent + 8);
-	if (off->has_waiters && (kind == TT_GO_TIMER_FIRED || kind == TT_GO_CLIENT_TIMER)) {
+	if (off->has_waiters && (kind == TT_GO_TIMER_FIRED || kind == TT_GO_CLIENT_TIMER || kind == TT_GO_SERVER_TIMER)) {
 		const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
 		read_waiters(e, c, off, cl);
 		if (cl && cr)
@@ -1005,6 +1006,67 @@ int go_client_timer(struct pt_regs *ctx)
 	if (!c || !off)
 		return 0;
 	return on_expiry(ctx, TT_GO_CLIENT_TIMER, c, tgid, off);
+}
+
+/*
+ * grpc_timer_ctx finds, from the closure of grpc-go's server deadline timer
+ * (operateHeaders' time.AfterFunc(timeout, func() { ...; t.closeStream(s,
+ * ...) })), the stream's deadline context, or 0. The closure's words are
+ * the transport, the stream and (since grpc-go 1.5x) a channel: the stream
+ * is the word whose transport field's data word is another of them. Its
+ * context is the first timerCtx up from the stream's ctx (the server's
+ * WithTimeout, under the incoming metadata's valueCtx), not yet cancelled.
+ * Global: verified once, its stack apart from go_grpc_timer's.
+ */
+__noinline __u64 grpc_timer_ctx(__u64 closure, __u32 tgid, const struct tt_go_offsets *off)
+{
+	hit(TT_GO_HIT_GRPC_TIMER);
+	const struct tt_go_grpc_offsets *go = bpf_map_lookup_elem(&go_grpc, &tgid);
+	if (!off || !go || !go->has_timer)
+		return 0;
+	__u64 stream = 0;
+	for (int i = 1; i < TT_CLOSURE_WORDS; i++) {
+		__u64 p = read_u64(closure + 8 * i);
+		if (stream || p < 4096)
+			continue;
+		__u64 st = read_u64(p + go->stream_st + 8);
+		if (!st)
+			continue;
+		for (int j = 1; j < TT_CLOSURE_WORDS; j++)
+			if (j != i && read_u64(closure + 8 * j) == st)
+				stream = p;
+	}
+	if (!stream)
+		return 0;
+	__u64 common = go->stream_embed == TT_GO_NO_EMBED ? stream : read_u64(stream + go->stream_embed);
+	if (!common)
+		return 0;
+	struct ctx_walk w = ctx_walk(tgid, read_u64(common + go->stream_ctx), read_u64(common + go->stream_ctx + 8));
+	while (ctx_next(&w)) {
+		if (!w.it->is_timer)
+			continue;
+		return read_u64(w.data + off->cancelctx_err) ? 0 : w.data;
+	}
+	return 0;
+}
+
+/*
+ * go_grpc_timer: the entry (past the prologue) of grpc-go's server deadline
+ * timer closure. The handler is still parked on the stream's context: the
+ * closure's closeStream is what cancels it. When this timer's goroutine
+ * runs before the context's own, the context's timer then finds it
+ * cancelled and nobody waiting; this is that expiry, seen first (the
+ * second probe to see it is merged, as for net/http's Client.Timeout).
+ */
+SEC("uprobe")
+int go_grpc_timer(struct pt_regs *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	__u64 c = grpc_timer_ctx(GO_CLOSURE(ctx), tgid, off); /* counts the hit */
+	if (!c || !off)
+		return 0;
+	return on_expiry(ctx, TT_GO_SERVER_TIMER, c, tgid, off);
 }
 
 /*

@@ -49,6 +49,11 @@ type Deadline struct {
 	// Transport arms both, for one deadline; the first is reported). The
 	// request was still waiting, as at the context's own expiry.
 	ClientTimer bool
+	// ServerTimer: seen when grpc-go's server deadline timer fired, as it
+	// closed the stream, before the stream context's own timer (the server
+	// arms both for the client's grpc-timeout; the first is reported). The
+	// handler was still waiting, as at the context's own expiry.
+	ServerTimer bool
 
 	// The request the deadline belongs to: W3C trace and span ID (hex), or
 	// empty. TraceSource says where they were found: "otel_context" (an

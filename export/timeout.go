@@ -36,7 +36,13 @@ type TimeoutJSON struct {
 	Detail     bool     `json:"detail"`
 	// Expiry is "timer_fired", or "expired_at_creation" when the deadline
 	// was already past when it was set.
-	Expiry       string   `json:"expiry"`
+	Expiry string `json:"expiry"`
+	// Timer: which of a deadline's two timers saw its expiry first, when
+	// the library armed one beside the context's: "client_timeout"
+	// (net/http's Client.Timeout over a RoundTripper not its own),
+	// "grpc_server" (grpc-go's server, for the client's grpc-timeout);
+	// absent for the context's own timer.
+	Timer        string   `json:"timer,omitempty"`
 	Goroutine    uint64   `json:"goroutine"`
 	CreatedGoid  uint64   `json:"created_goroutine,omitempty"`
 	CreatedStack []string `json:"created_stack,omitempty"`
@@ -104,6 +110,12 @@ func NewTimeoutJSON(d *event.Deadline) TimeoutJSON {
 	}
 	if e, ok := d.Elapsed(); ok {
 		j.ElapsedMs = ms(e)
+	}
+	switch {
+	case d.ClientTimer:
+		j.Timer = "client_timeout"
+	case d.ServerTimer:
+		j.Timer = "grpc_server"
 	}
 	j.Unwaited = d.Unwaited()
 	j.CallerAt = d.CallerAt()

@@ -12,6 +12,7 @@ enum tt_go_expiry {
 	TT_GO_EXPIRED_AT_CREATION = 2, /* WithDeadline was given a deadline already in the past */
 	TT_GO_TIMER_FIRED_CANCELLED = 3, /* the timer fired after the program cancelled the context (it saw the deadline first, e.g. as a socket deadline) */
 	TT_GO_CLIENT_TIMER = 4,     /* net/http's own Client.Timeout timer fired (doCancel) before the context's did */
+	TT_GO_SERVER_TIMER = 5,     /* grpc-go's server deadline timer fired (closeStream) before the stream context's did */
 };
 
 /* Where a budget read at the expiry comes from (tt_go_event.budget_src).
@@ -233,6 +234,8 @@ struct tt_go_grpc_offsets {
 	__u32 valuectx_val;     /* context.valueCtx.val (an any) */
 	__u32 stream_embed;     /* offset of the stream's *Stream (grpc-go 1.69-1.7x), whose id is at stream_id;
 				   TT_GO_NO_EMBED: the id is in the stream itself */
+	__u32 stream_ctx;       /* the stream's ctx (interface), where stream_id is (0 in grpc-go >= 1.8x: the first field) */
+	__u32 has_timer;        /* the server's deadline timer closure is probed (go_grpc_timer) */
 };
 
 /*
@@ -327,8 +330,9 @@ enum tt_go_hit {
 	TT_GO_HIT_STALE = 14,      /* cold: creation or child-span records of another context once at the expiring one's address, not used */
 	TT_GO_HIT_STALE_TRACE = 15,/* detail: inherited traceparents not used at a creation: not shown to be its request's (TT_TP_STALE) */
 	TT_GO_HIT_CLIENT_TIMER = 16, /* cold: net/http's doCancel ran (its Client.Timeout timer fired, or the program closed Request.Cancel) */
-	TT_GO_HIT_MERGED = 17,     /* cold: a deadline's second timer (net/http's Client.Timeout and the context's): one expiry, reported once */
-	TT_GO_HIT_MAX = 18,
+	TT_GO_HIT_MERGED = 17,     /* cold: a deadline's second timer (net/http's Client.Timeout, grpc-go's server timer, and the context's): one expiry, reported once */
+	TT_GO_HIT_GRPC_TIMER = 18, /* cold: grpc-go's server deadline timer fired (its closure that calls closeStream) */
+	TT_GO_HIT_MAX = 19,
 };
 
 /* A power of two: the probe masks its index with it (kernel 6.1's verifier

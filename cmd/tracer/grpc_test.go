@@ -125,14 +125,18 @@ func TestCauseGRPCSlowClient(t *testing.T) {
 	if expired < 6 {
 		t.Fatalf("%d of 8 streams expired on the client, want most: %s", expired, run.stderr)
 	}
-	slow := 0
+	slow, serverTimer := 0, 0
 	for _, r := range run.reports {
 		if r.Cause == nil {
 			t.Fatalf("report without a cause: %+v", r)
 		}
 		t.Logf("report: waiting_at %q frames %v: %s/%s %q (%s)", r.WaitingAt, r.WaitingFrames, r.Cause.Class, r.Cause.Confidence, r.Cause.Summary, r.Cause.Note)
+		if r.Timer == "grpc_server" {
+			serverTimer++
+		}
 		if len(r.WaitingConns) == 0 {
-			continue // not bound at the expiry: not this test's claim
+			t.Errorf("not bound at the expiry: waiting_at %q, %d waiters", r.WaitingAt, r.Waiters)
+			continue
 		}
 		if r.Cause.Class != "slow_client" || r.Cause.Confidence != "exact" {
 			t.Errorf("cause %s/%s (%s), want slow_client/exact", r.Cause.Class, r.Cause.Confidence, r.Cause.Note)
@@ -144,14 +148,18 @@ func TestCauseGRPCSlowClient(t *testing.T) {
 		}
 		slow++
 	}
-	t.Logf("%d slow_client reports of %d, %d streams expired on the client", slow, len(run.reports), expired)
+	t.Logf("%d slow_client reports of %d (%d seen at grpc-go's own timer), %d streams expired on the client; %s",
+		slow, len(run.reports), serverTimer, expired, totalsRe.FindString(run.stderr))
 	// grpc-go's server starts a timer of its own with the same timeout
 	// just after the context's (time.AfterFunc, closing the stream): when
 	// it runs first, it cancels the context and releases the handler
-	// before the context's timer fires (a "cancelled" expiry, no waiter to
-	// read). 5–7 of 8 were bound per run on an idle machine, 2–7 beside a CI
-	// rehearsal.
-	if slow == 0 {
-		t.Errorf("no slow_client report for %d expired streams", expired)
+	// before the context's timer fires. Before that timer was probed
+	// (session 21) such expiries were "cancelled" with no waiter to read,
+	// unknown: 5–7 of 8 were bound per run on an idle machine, 2–7 beside a
+	// CI rehearsal. Now whichever timer runs first reports the expiry with
+	// the handler still waiting, the other is merged: one report per
+	// stream, every one bound.
+	if len(run.reports) < expired {
+		t.Errorf("%d reports for %d streams that expired: %s", len(run.reports), expired, run.stderr)
 	}
 }

@@ -20,12 +20,14 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 	}
 	var r godeadlineTtGoEvent
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), goEventSize), raw)
-	kind, cancelled, clientTimer := event.ExpiryKind(r.Kind), false, false
+	kind, cancelled, clientTimer, serverTimer := event.ExpiryKind(r.Kind), false, false, false
 	switch r.Kind {
 	case uint8(godeadlineTtGoExpiryTT_GO_TIMER_FIRED_CANCELLED):
 		kind, cancelled = event.TimerFired, true
 	case uint8(godeadlineTtGoExpiryTT_GO_CLIENT_TIMER):
 		kind, clientTimer = event.TimerFired, true
+	case uint8(godeadlineTtGoExpiryTT_GO_SERVER_TIMER):
+		kind, serverTimer = event.TimerFired, true
 	}
 	if kind != event.TimerFired && kind != event.ExpiredAtCreation {
 		return fmt.Errorf("decode deadline event: unknown kind %d", r.Kind)
@@ -43,6 +45,7 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 		Children:    r.Children,
 		Cancelled:   cancelled,
 		ClientTimer: clientTimer,
+		ServerTimer: serverTimer,
 	}
 	setTrace(&r, out)
 	if r.SpanStartWall != 0 || r.SpanStartExt != 0 {

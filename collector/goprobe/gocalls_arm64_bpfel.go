@@ -153,6 +153,8 @@ type gocallsTtGoGrpcOffsets struct {
 	ValuectxKey   uint32
 	ValuectxVal   uint32
 	StreamEmbed   uint32
+	StreamCtx     uint32
+	HasTimer      uint32
 }
 
 type gocallsTtGoOffsets struct {

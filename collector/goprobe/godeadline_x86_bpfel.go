@@ -188,6 +188,7 @@ const (
 	godeadlineTtGoExpiryTT_GO_EXPIRED_AT_CREATION   godeadlineTtGoExpiry = 2
 	godeadlineTtGoExpiryTT_GO_TIMER_FIRED_CANCELLED godeadlineTtGoExpiry = 3
 	godeadlineTtGoExpiryTT_GO_CLIENT_TIMER          godeadlineTtGoExpiry = 4
+	godeadlineTtGoExpiryTT_GO_SERVER_TIMER          godeadlineTtGoExpiry = 5
 )
 
 type godeadlineTtGoGrpcOffsets struct {
@@ -210,6 +211,8 @@ type godeadlineTtGoGrpcOffsets struct {
 	ValuectxKey   uint32
 	ValuectxVal   uint32
 	StreamEmbed   uint32
+	StreamCtx     uint32
+	HasTimer      uint32
 }
 
 type godeadlineTtGoHit uint32
@@ -233,7 +236,8 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_STALE_TRACE  godeadlineTtGoHit = 15
 	godeadlineTtGoHitTT_GO_HIT_CLIENT_TIMER godeadlineTtGoHit = 16
 	godeadlineTtGoHitTT_GO_HIT_MERGED       godeadlineTtGoHit = 17
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 18
+	godeadlineTtGoHitTT_GO_HIT_GRPC_TIMER   godeadlineTtGoHit = 18
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 19
 )
 
 type godeadlineTtGoNoOffset uint32
@@ -345,6 +349,7 @@ const (
 	godeadlineProgGoCreateEntry       = "go_create_entry"
 	godeadlineProgGoCreateRet         = "go_create_ret"
 	godeadlineProgGoExpiredAtCreation = "go_expired_at_creation"
+	godeadlineProgGoGrpcTimer         = "go_grpc_timer"
 	godeadlineProgGoSpanStartRet      = "go_span_start_ret"
 	godeadlineProgGoTimerFired        = "go_timer_fired"
 	godeadlineVarUnusedCreation       = "unused_creation"
@@ -411,6 +416,7 @@ type godeadlineProgramSpecs struct {
 	GoCreateEntry       *ebpf.ProgramSpec `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.ProgramSpec `ebpf:"go_create_ret"`
 	GoExpiredAtCreation *ebpf.ProgramSpec `ebpf:"go_expired_at_creation"`
+	GoGrpcTimer         *ebpf.ProgramSpec `ebpf:"go_grpc_timer"`
 	GoSpanStartRet      *ebpf.ProgramSpec `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.ProgramSpec `ebpf:"go_timer_fired"`
 }
@@ -545,6 +551,7 @@ type godeadlinePrograms struct {
 	GoCreateEntry       *ebpf.Program `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.Program `ebpf:"go_create_ret"`
 	GoExpiredAtCreation *ebpf.Program `ebpf:"go_expired_at_creation"`
+	GoGrpcTimer         *ebpf.Program `ebpf:"go_grpc_timer"`
 	GoSpanStartRet      *ebpf.Program `ebpf:"go_span_start_ret"`
 	GoTimerFired        *ebpf.Program `ebpf:"go_timer_fired"`
 }
@@ -555,6 +562,7 @@ func (p *godeadlinePrograms) Close() error {
 		p.GoCreateEntry,
 		p.GoCreateRet,
 		p.GoExpiredAtCreation,
+		p.GoGrpcTimer,
 		p.GoSpanStartRet,
 		p.GoTimerFired,
 	)

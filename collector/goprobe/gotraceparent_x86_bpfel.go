@@ -111,6 +111,8 @@ type gotraceparentTtGoGrpcOffsets struct {
 	ValuectxKey   uint32
 	ValuectxVal   uint32
 	StreamEmbed   uint32
+	StreamCtx     uint32
+	HasTimer      uint32
 }
 
 type gotraceparentTtGoOffsets struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/timeout-tracer/tracer/event"
+	"github.com/timeout-tracer/tracer/gobin"
 )
 
 // extProbes are the detail probes beyond net/http and OpenTelemetry: gRPC
@@ -135,8 +136,32 @@ func (p *Process) resolveGRPC() {
 		}
 		g.ValuectxKey, g.ValuectxVal = key, val
 		p.ext.sites = append(p.ext.sites, site{"go_grpc_headers", p.objs.traceparent.GoGrpcHeaders, addr})
+		p.resolveGRPCTimer(srv)
 	}
 	p.ext.hasGRPC = g.HasClient != 0 || g.HasServer != 0
+}
+
+// resolveGRPCTimer adds the probe on grpc-go's server deadline timer to
+// the cold tier (gobin.Binary.GRPCServerTimer): a second timer beside the
+// stream context's, whose closeStream cancels that context and releases
+// the handler, often before the context's own timer fires (which then
+// finds nobody waiting). It runs only when a call's deadline passes.
+// Optional: without it only the context's own timer is seen.
+func (p *Process) resolveGRPCTimer(srv *gobin.GRPCServerLayout) {
+	fn, err := p.bin.GRPCServerTimer()
+	var addr uint64
+	if err == nil {
+		addr, err = p.bin.AfterPrologue(fn)
+	}
+	if err == nil && srv.StreamCtx < 0 {
+		err = fmt.Errorf("no stream context offset")
+	}
+	if err != nil {
+		p.log.Info("grpc-go's server deadline timer not probed", "err", err)
+		return
+	}
+	p.ext.grpc.StreamCtx, p.ext.grpc.HasTimer = uint32(srv.StreamCtx), 1
+	p.cold = append(p.cold, site{"go_grpc_timer", p.objs.GoGrpcTimer, addr})
 }
 
 // valueCtxOffsets are context.valueCtx's key and val offsets.

@@ -62,6 +62,10 @@ type Stats struct {
 	// deadline had not passed (the program closed Request.Cancel itself):
 	// dropped, and taken out of ExpiryHits.
 	NotExpired uint64
+	// GRPCTimerHits counts runs of grpc-go's server deadline timer (the
+	// probe on its closure): a call's deadline passed on the server. Not
+	// expiries by themselves: an expiry they report is in ExpiryHits.
+	GRPCTimerHits uint64
 	// Stale counts creation and child-span records left by a context
 	// whose deadline was met, found at the address of a later one when it
 	// expired (their deadlines differ) and not used: they would have given
