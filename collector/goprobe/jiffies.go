@@ -1,17 +1,11 @@
 package goprobe
 
 import (
-	"bufio"
-	"compress/gzip"
-	"io"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/timeout-tracer/tracer/collector"
 )
 
 // The kernel's tick (1/HZ), which the socket's receive timestamps
@@ -65,8 +59,8 @@ func deriveHZ(jiffies, monoNs uint64) uint64 {
 }
 
 // hzOf is deriveHZ's answer, or, in the first minutes after boot when
-// several candidates fit, the kernel config's CONFIG_HZ if it is one of
-// them (a node agent starts with its node: without it the tick stayed
+// several candidates fit, the kernel's HZ from its config (or measured) if
+// it predicts the jiffies too (a node agent starts with its node: without it the tick stayed
 // unknown for its first ~8 minutes).
 func hzOf(jiffies, monoNs uint64) uint64 {
 	if hz := deriveHZ(jiffies, monoNs); hz != 0 {
@@ -83,39 +77,13 @@ func hzOf(jiffies, monoNs uint64) uint64 {
 	return 0
 }
 
-// kernelConfigHZ is CONFIG_HZ from the running kernel's config
-// (/proc/config.gz, else /boot/config-<release>), 0 when neither is
-// readable. Read once.
+// kernelConfigHZ is the kernel's HZ as collector.KernelHZ gives it (the
+// config, else jiffies measured against the clock over 200 ms), 0 when
+// neither works. Read once.
 var kernelConfigHZ = sync.OnceValue(func() uint64 {
-	var r io.Reader
-	if f, err := os.Open("/proc/config.gz"); err == nil {
-		defer f.Close()
-		z, err := gzip.NewReader(f)
-		if err != nil {
-			return 0
-		}
-		r = z
-	} else {
-		var u unix.Utsname
-		if unix.Uname(&u) != nil {
-			return 0
-		}
-		f, err := os.Open("/boot/config-" + unix.ByteSliceToString(u.Release[:]))
-		if err != nil {
-			return 0
-		}
-		defer f.Close()
-		r = f
+	hz, err := collector.KernelHZ()
+	if err != nil {
+		return 0
 	}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "CONFIG_HZ="); ok {
-			hz, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				return 0
-			}
-			return hz
-		}
-	}
-	return 0
+	return uint64(hz)
 })
