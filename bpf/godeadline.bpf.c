@@ -945,8 +945,33 @@ int go_expired_at_creation(struct pt_regs *ctx)
 	return on_cancel_call(ctx, TT_GO_EXPIRED_AT_CREATION);
 }
 
-/* Words of doCancel's closure searched for its captured variables. */
+/* Words of a timer closure searched for its captured variables. */
 #define TT_CLOSURE_WORDS 6
+
+/*
+ * closure_owner: the word of a closure (past its function word) that
+ * points to an object whose word at field is another of the closure's
+ * words: a captured pointer found by what it holds, not by its position
+ * (doCancel's *http.Request, whose Cancel is its captured channel;
+ * grpc-go's server stream, whose transport is its captured transport).
+ * 0: none.
+ */
+static __always_inline __u64 closure_owner(__u64 closure, __u32 field)
+{
+	__u64 owner = 0;
+	for (int i = 1; i < TT_CLOSURE_WORDS; i++) {
+		__u64 p = read_u64(closure + 8 * i);
+		if (owner || p < 4096)
+			continue;
+		__u64 v = read_u64(p + field);
+		if (!v)
+			continue;
+		for (int j = 1; j < TT_CLOSURE_WORDS; j++)
+			if (j != i && read_u64(closure + 8 * j) == v)
+				owner = p;
+	}
+	return owner;
+}
 
 /*
  * client_timer_ctx finds, from doCancel's closure, the context of the
@@ -962,18 +987,7 @@ __noinline __u64 client_timer_ctx(__u64 closure, __u32 tgid, const struct tt_go_
 	hit(TT_GO_HIT_CLIENT_TIMER);
 	if (!off || !off->request_cancel)
 		return 0;
-	__u64 req = 0;
-	for (int i = 1; i < TT_CLOSURE_WORDS; i++) {
-		__u64 p = read_u64(closure + 8 * i);
-		if (req || p < 4096)
-			continue;
-		__u64 ch = read_u64(p + off->request_cancel);
-		if (!ch)
-			continue;
-		for (int j = 1; j < TT_CLOSURE_WORDS; j++)
-			if (j != i && read_u64(closure + 8 * j) == ch)
-				req = p;
-	}
+	__u64 req = closure_owner(closure, off->request_cancel);
 	if (!req)
 		return 0;
 	__u64 tab = read_u64(req + off->request_ctx), c = read_u64(req + off->request_ctx + 8);
@@ -1024,18 +1038,8 @@ __noinline __u64 grpc_timer_ctx(__u64 closure, __u32 tgid, const struct tt_go_of
 	const struct tt_go_grpc_offsets *go = bpf_map_lookup_elem(&go_grpc, &tgid);
 	if (!off || !go || !go->has_timer)
 		return 0;
-	__u64 stream = 0;
-	for (int i = 1; i < TT_CLOSURE_WORDS; i++) {
-		__u64 p = read_u64(closure + 8 * i);
-		if (stream || p < 4096)
-			continue;
-		__u64 st = read_u64(p + go->stream_st + 8);
-		if (!st)
-			continue;
-		for (int j = 1; j < TT_CLOSURE_WORDS; j++)
-			if (j != i && read_u64(closure + 8 * j) == st)
-				stream = p;
-	}
+	/* The transport field is an interface: its data word. */
+	__u64 stream = closure_owner(closure, go->stream_st + 8);
 	if (!stream)
 		return 0;
 	__u64 common = go->stream_embed == TT_GO_NO_EMBED ? stream : read_u64(stream + go->stream_embed);
