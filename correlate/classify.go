@@ -790,7 +790,7 @@ func connections(es []*evidence, d *event.Deadline, max, maxEvents int) ([]Conne
 			cn.AtExpiry = &SendAtExpiry{UnackedBytes: s.Unacked, CAState: event.CAStateName(s.CAState),
 				RetransOut: s.RetransOut, LostOut: s.LostOut, Recovering: s.Recovering()}
 			if s.State != 0 {
-				cn.AtExpiry.TCPState = event.TCPState(s.State).String()
+				cn.AtExpiry.TCPState = s.State.String()
 			}
 		}
 		for k, n := range e.n {

@@ -1309,11 +1309,11 @@ func TestConnectingAtTheExpiry(t *testing.T) {
 		conf    Confidence
 		summary string
 	}{
-		{"SYN retried, connect seen", true, &event.SendState{Unacked: 1, CAState: event.CALoss, RetransOut: 1, State: event.TCPStateSynSent},
+		{"SYN retried, connect seen", true, &event.SendState{Unacked: 1, CAState: event.CALoss, RetransOut: 1, State: event.TCPSynSent},
 			ClassSynTimeout, Exact, "still sending its SYN at the expiry, retransmitted"},
 		// The handshake just begun (the connect 50 ms before the
 		// expiry): no proof of loss, and never an RTO.
-		{"SYN not yet retried", false, &event.SendState{Unacked: 1, CAState: event.CAOpen, State: event.TCPStateSynSent},
+		{"SYN not yet retried", false, &event.SendState{Unacked: 1, CAState: event.CAOpen, State: event.TCPSynSent},
 			ClassUnknown, Exact, "still in its handshake"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -246,8 +246,8 @@ func (c *Correlator) examine(i int32, sp span, via string) *evidence {
 }
 
 const (
-	stateSynSent event.TCPState = 2
-	stateSynRecv event.TCPState = 3
+	stateSynSent = event.TCPSynSent
+	stateSynRecv = event.TCPSynRecv
 )
 
 func (e *evidence) note(t uint64) {

@@ -189,24 +189,17 @@ type SendState struct {
 	CAState    uint8
 	RetransOut uint32
 	LostOut    uint32
-	// State is the socket's TCP state (TCPStateSynSent ...; 0: not read,
-	// recordings made before it was).
-	State uint8
+	// State is the socket's TCP state (0: not read, recordings made
+	// before it was).
+	State TCPState
 }
-
-// The kernel's TCP states a SendState tells apart (enum tcp_state).
-const (
-	TCPStateEstablished = 1
-	TCPStateSynSent     = 2
-	TCPStateSynRecv     = 3
-)
 
 // Connecting: the socket had not finished its handshake at the expiry.
 // Its one unacknowledged "byte" is then its SYN, not data the process
 // wrote, and a loss state is the SYN's retransmission timer, not an RTO
 // on data: CI once classed a request waiting on such a dial rto from it.
 func (s *SendState) Connecting() bool {
-	return s != nil && (s.State == TCPStateSynSent || s.State == TCPStateSynRecv)
+	return s != nil && (s.State == TCPSynSent || s.State == TCPSynRecv)
 }
 
 // SynRetried: read at the expiry, the socket was still sending its SYN
@@ -215,7 +208,7 @@ func (s *SendState) Connecting() bool {
 // unanswered for at least the initial RTO (1 s), whether or not the
 // retransmit itself was seen.
 func (s *SendState) SynRetried() bool {
-	return s != nil && s.State == TCPStateSynSent && s.CAState == CALoss && s.RetransOut > 0
+	return s != nil && s.State == TCPSynSent && s.CAState == CALoss && s.RetransOut > 0
 }
 
 // The kernel's congestion states (enum tcp_ca_state).
@@ -247,7 +240,7 @@ func CAStateName(s uint8) string {
 // Settled: everything the process had written was acknowledged at the
 // expiry (none in flight, none queued), so a retransmit after it repeats
 // only what was written after it (the cancellation's own close).
-func (s *SendState) Settled() bool { return s != nil && s.Unacked == 0 && !s.Connecting() }
+func (s *SendState) Settled() bool { return s != nil && s.Unacked == 0 }
 
 // Recovering: at the expiry the connection still had unacknowledged data
 // and was repairing losses (fast recovery, or loss after an RTO): the

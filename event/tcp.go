@@ -102,6 +102,12 @@ func (k TCPKind) Lifecycle() bool {
 // TCPState is a kernel TCP state (include/net/tcp_states.h).
 type TCPState uint8
 
+// The states the correlator tells apart by name.
+const (
+	TCPSynSent TCPState = 2
+	TCPSynRecv TCPState = 3
+)
+
 var tcpStateNames = [...]string{
 	1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
 	6: "TIME_WAIT", 7: "CLOSE", 8: "CLOSE_WAIT", 9: "LAST_ACK", 10: "LISTEN",

@@ -150,10 +150,10 @@ func (b *Binary) GRPCServer() (*GRPCServerLayout, error) {
 	l := &GRPCServerLayout{OperateHeaders: fn, StreamEmbed: -1}
 	// The server's stream: a Stream up to grpc-go 1.68, then a
 	// ServerStream embedding a *Stream, then one embedding a Stream.
-	stream, idPath := typeStrm, "Stream.id"
+	stream, idPath, ctxPath := typeStrm, "Stream.id", "Stream.ctx"
 	switch {
 	case !b.hasGRPCField(typeStrm, "st"):
-		stream, idPath = typeOld, "id"
+		stream, idPath, ctxPath = typeOld, "id", "ctx"
 	case !b.hasGRPCField(typeStrm, "Stream.id"):
 		embed, err := b.grpcOffset(typeStrm, "Stream")
 		if err != nil {
@@ -168,14 +168,7 @@ func (b *Binary) GRPCServer() (*GRPCServerLayout, error) {
 			return nil, err
 		}
 		l.StreamEmbed, l.StreamID, l.StreamCtx = embed, id, ctx
-		idPath = ""
-	}
-	ctxPath := "Stream.ctx"
-	if stream == typeOld {
-		ctxPath = "ctx"
-	}
-	if idPath == "" {
-		ctxPath = ""
+		idPath, ctxPath = "", ""
 	}
 	for _, f := range []struct {
 		typ, path string

@@ -133,11 +133,11 @@ type line struct {
 
 // sendState is an event.SendState in a recording.
 type sendState struct {
-	Unacked    uint32 `json:"unacked"`
-	CAState    uint8  `json:"ca_state"`
-	RetransOut uint32 `json:"retrans_out,omitempty"`
-	LostOut    uint32 `json:"lost_out,omitempty"`
-	State      uint8  `json:"state,omitempty"`
+	Unacked    uint32         `json:"unacked"`
+	CAState    uint8          `json:"ca_state"`
+	RetransOut uint32         `json:"retrans_out,omitempty"`
+	LostOut    uint32         `json:"lost_out,omitempty"`
+	State      event.TCPState `json:"state,omitempty"`
 }
 
 func sendStateOf(s *event.SendState) *sendState {

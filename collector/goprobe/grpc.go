@@ -153,9 +153,6 @@ func (p *Process) resolveGRPCTimer(srv *gobin.GRPCServerLayout) {
 	if err == nil {
 		addr, err = p.bin.AfterPrologue(fn)
 	}
-	if err == nil && srv.StreamCtx < 0 {
-		err = fmt.Errorf("no stream context offset")
-	}
 	if err != nil {
 		p.log.Info("grpc-go's server deadline timer not probed", "err", err)
 		return

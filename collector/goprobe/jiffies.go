@@ -45,10 +45,7 @@ func deriveHZ(jiffies, monoNs uint64) uint64 {
 	}
 	found := uint64(0)
 	for _, hz := range hzCandidates {
-		// jiffies = 2^32 - 300*HZ + HZ*mono (mono in seconds); d is
-		// the offset from that prediction, in ticks.
-		pred := float64(1<<32) - 300*float64(hz) + float64(hz)*float64(monoNs)/1e9
-		if d := float64(jiffies) - pred; d < 2*float64(hz) && d > -2*float64(hz) {
+		if predicts(hz, jiffies, monoNs) {
 			if found != 0 {
 				return 0
 			}
@@ -66,21 +63,25 @@ func hzOf(jiffies, monoNs uint64) uint64 {
 	if hz := deriveHZ(jiffies, monoNs); hz != 0 {
 		return hz
 	}
-	cfg := kernelConfigHZ()
-	if cfg == 0 || jiffies == 0 {
-		return 0
-	}
-	pred := float64(1<<32) - 300*float64(cfg) + float64(cfg)*float64(monoNs)/1e9
-	if d := float64(jiffies) - pred; d < 2*float64(cfg) && d > -2*float64(cfg) {
-		return cfg
+	if hz := kernelHZ(); hz != 0 && jiffies != 0 && predicts(hz, jiffies, monoNs) {
+		return hz
 	}
 	return 0
 }
 
-// kernelConfigHZ is the kernel's HZ as collector.KernelHZ gives it (the
-// config, else jiffies measured against the clock over 200 ms), 0 when
-// neither works. Read once.
-var kernelConfigHZ = sync.OnceValue(func() uint64 {
+// predicts: hz relates jiffies to the monotonic clock. jiffies = 2^32 -
+// 300*HZ + HZ*mono (mono in seconds), within two seconds' worth of ticks
+// (the clocks start a moment apart at boot).
+func predicts(hz, jiffies, monoNs uint64) bool {
+	pred := float64(1<<32) - 300*float64(hz) + float64(hz)*float64(monoNs)/1e9
+	d := float64(jiffies) - pred
+	return d < 2*float64(hz) && d > -2*float64(hz)
+}
+
+// kernelHZ is the kernel's HZ as collector.KernelHZ gives it (the config,
+// else jiffies measured against the clock over 200 ms), 0 when neither
+// works. Read once.
+var kernelHZ = sync.OnceValue(func() uint64 {
 	hz, err := collector.KernelHZ()
 	if err != nil {
 		return 0

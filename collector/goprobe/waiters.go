@@ -99,7 +99,7 @@ func (p *Process) waiters(r *godeadlineTtGoEvent) []event.Waiter {
 			w.ConnUnread = r.WaiterUnread[i]
 			if w.Conn != 0 {
 				w.ConnSend = &event.SendState{Unacked: r.WaiterUnacked[i], CAState: r.WaiterCaState[i],
-					RetransOut: r.WaiterRetransOut[i], LostOut: r.WaiterLostOut[i], State: r.WaiterSkState[i]}
+					RetransOut: r.WaiterRetransOut[i], LostOut: r.WaiterLostOut[i], State: event.TCPState(r.WaiterSkState[i])}
 			}
 			w.ConnTLS = r.WaiterWrapped[i] != 0
 			rcv, snd := r.WaiterRcvAge[i], r.WaiterSndAge[i]
