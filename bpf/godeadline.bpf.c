@@ -793,7 +793,7 @@ __noinline int first_of_two(__u32 tgid, __u64 c, const struct tt_go_offsets *off
  * probe kind in process tgid (off: its layout).
  */
 static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind, __u64 c, __u32 tgid,
-				     const struct tt_go_offsets *off)
+				     const struct tt_go_offsets *off, __u64 parked)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	/* Already cancelled when its timer fired. By a parent's expiry (its
@@ -821,7 +821,7 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind, __u64 c, __
 	 * as net/http's doCancel wakes the request (its probe saw it waiting,
 	 * and marked it first). */
 	const struct tt_go_grpc_offsets *gt = bpf_map_lookup_elem(&go_grpc, &tgid);
-	int two = (off->request_cancel || (gt && gt->has_timer)) && kind != TT_GO_EXPIRED_AT_CREATION;
+	int two = (off->request_cancel || off->has_dial_timer || (gt && gt->has_timer)) && kind != TT_GO_EXPIRED_AT_CREATION;
 
 	struct tt_go_event *e = bpf_ringbuf_reserve(&go_events, sizeof(*e), 0);
 	if (!e) {
@@ -866,9 +866,22 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind, __u64 c, __
 		}
 	}
 	e->parent_ctx = read_u64(c + off->timerctx_parent + 8);
-	if (off->has_waiters && (kind == TT_GO_TIMER_FIRED || kind == TT_GO_CLIENT_TIMER || kind == TT_GO_SERVER_TIMER)) {
+	if (off->has_waiters && kind != TT_GO_EXPIRED_AT_CREATION && kind != TT_GO_TIMER_FIRED_CANCELLED) {
 		const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
 		read_waiters(e, c, off, cl);
+		/* The dial whose socket deadline fired: its goroutine, parked in
+		 * connect (Go 1.21-1.25 wait on the context in a goroutine of
+		 * their own; 1.26's AfterFunc found it already). Not the
+		 * deadline's creator, as far as is known. */
+		if (cl && parked) {
+			__u32 n = e->waiters;
+			read_creator(e, parked, read_u64(parked + off->g_goid), off, cl);
+			if (e->waiters > n && n < TT_GO_WAITERS) {
+				asm volatile("" : "+r"(n));
+				n &= TT_GO_WAITERS - 1;
+				e->waiter_creator[n] = 0;
+			}
+		}
 		if (cl && cr)
 			read_creator(e, cr->g, cr->goid, off, cl);
 		if (cl) {
@@ -930,7 +943,7 @@ static __always_inline int on_cancel_call(struct pt_regs *ctx, __u8 kind)
 		hit(TT_GO_HIT_EXPIRY);
 		return 0;
 	}
-	return on_expiry(ctx, kind, c, tgid, off);
+	return on_expiry(ctx, kind, c, tgid, off, 0);
 }
 
 SEC("uprobe")
@@ -1019,7 +1032,7 @@ int go_client_timer(struct pt_regs *ctx)
 	__u64 c = client_timer_ctx(GO_CLOSURE(ctx), tgid, off); /* counts the hit */
 	if (!c || !off)
 		return 0;
-	return on_expiry(ctx, TT_GO_CLIENT_TIMER, c, tgid, off);
+	return on_expiry(ctx, TT_GO_CLIENT_TIMER, c, tgid, off, 0);
 }
 
 /*
@@ -1070,7 +1083,102 @@ int go_grpc_timer(struct pt_regs *ctx)
 	__u64 c = grpc_timer_ctx(GO_CLOSURE(ctx), tgid, off); /* counts the hit */
 	if (!c || !off)
 		return 0;
-	return on_expiry(ctx, TT_GO_SERVER_TIMER, c, tgid, off);
+	return on_expiry(ctx, TT_GO_SERVER_TIMER, c, tgid, off, 0);
+}
+
+/* Words of net's (*netFD).connect frame searched for its context. */
+#define TT_DIAL_FRAME_WORDS 48
+
+/*
+ * dial_timer_ctx finds the deadline a dial's socket write deadline was set
+ * from, when that deadline's timer fires (runtime.netpollWriteDeadline's
+ * first argument: an any holding the *pollDesc indirectly, its data word
+ * points to pd.self). net's (*netFD).connect sets the socket's write
+ * deadline to its context's Deadline() and waits writable in the poller:
+ * both timers fire at the deadline, and when the socket's runs first the
+ * dial returns "i/o timeout" and the program may exit, or cancel the
+ * context, before the context's own fires (goose: 2 of 5 runs unseen).
+ * The goroutine parked writing (pd.wg, read before this timer readies it)
+ * must be in connect's frame a few frames up; the context is found there
+ * by value, from connect's spill slots down through its locals: a word
+ * that is a context type's itab (go_ctx_itabs) followed by its data. Its
+ * deadline is the first *timerCtx up the chain (one whose Deadline() is
+ * not its parent's, withoutCancelCtx, ends the search), not cancelled yet
+ * (by its own timer, whose probe reported it; the program). 0: none.
+ * *parked: the goroutine. Global: verified once, its stack apart.
+ */
+__noinline __u64 dial_timer_ctx(__u64 arg, __u32 tgid, const struct tt_go_offsets *off, __u64 *parked)
+{
+	hit(TT_GO_HIT_DIAL_TIMER);
+	const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
+	if (!off || !parked || !cl || !cl->dial_frame || !arg)
+		return 0;
+	__u64 pd = read_u64(arg);
+	if (!pd)
+		return 0;
+	__u64 g = read_u64(pd + cl->polldesc_wg);
+	if (g <= 2) /* pdNil, pdReady, pdWait: nobody parked */
+		return 0;
+	__u32 k = cl->dial_frame - 1;
+	asm volatile("" : "+r"(k));
+	k &= TT_WAIT_FRAMES - 1;
+	__u64 lo = cl->wait_lo[k], hi = cl->wait_hi[k];
+	__u64 fp = read_u64(g + off->g_sched_bp), below = 0, top = 0;
+	for (int j = 0; j < 10 && fp && !top; j++) {
+		__u64 pc = read_u64(fp + 8);
+		below = fp;
+		fp = read_u64(fp); /* the frame pointer of pc's function */
+		if (pc > lo && pc <= hi)
+			top = fp;
+	}
+	if (!top)
+		return 0;
+	/* From connect's second argument's data word (its spill slot: the
+	 * receiver, then the context's itab and data) down to the bottom of
+	 * its frame, where its callee's spill slots begin. */
+	__u64 end = frame_args(below), a = frame_args(top) + 16, data = 0, tab = 0;
+	for (int j = 0; j < TT_DIAL_FRAME_WORDS && a > end && !tab; j++) {
+		__u64 w = read_u64(a - 8);
+		struct pid_ptr key = {.pid = tgid, .ptr = w};
+		if (w && bpf_map_lookup_elem(&go_ctx_itabs, &key)) {
+			tab = w;
+			data = read_u64(a);
+		}
+		a -= 8;
+	}
+	if (!tab)
+		return 0;
+	struct ctx_walk w = ctx_walk(tgid, tab, data);
+	while (ctx_next(&w)) {
+		if (w.it->no_deadline)
+			return 0;
+		if (!w.it->is_timer)
+			continue;
+		if (read_u64(w.data + off->cancelctx_err))
+			return 0;
+		*parked = g;
+		return w.data;
+	}
+	return 0;
+}
+
+/*
+ * go_dial_timer: the entry (past the prologue) of runtime.netpollWriteDeadline,
+ * run when a socket's write deadline passes: no healthy call runs it (a
+ * dial that connects in time resets its deadline). The expiry of the
+ * context the dial's deadline came from, seen first; merged with the
+ * context's own timer as the other second timers are.
+ */
+SEC("uprobe")
+int go_dial_timer(struct pt_regs *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
+	__u64 parked = 0;
+	__u64 c = dial_timer_ctx(GO_ARG2(ctx), tgid, off, &parked); /* counts the hit */
+	if (!c || !off)
+		return 0;
+	return on_expiry(ctx, TT_GO_DIAL_TIMER, c, tgid, off, parked);
 }
 
 /*

@@ -139,6 +139,9 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 	if d.ClientTimer {
 		notes = append(notes, "seen as net/http's own Client.Timeout timer fired, with the request still waiting (over a RoundTripper that is not net/http's Transport the client arms a timer beside the context's; the first to fire is reported)")
 	}
+	if d.DialTimer {
+		notes = append(notes, "seen as the dial's socket deadline fired, with the dial still waiting for its handshake (net's connect sets the socket's write deadline to the context's; the first of the two timers to fire is reported)")
+	}
 	if d.ServerTimer {
 		notes = append(notes, "seen as grpc-go's server deadline timer fired, with the handler still waiting (the server arms a timer beside the stream context's for the client's grpc-timeout, and closes the stream when it fires; the first to fire is reported)")
 	}

@@ -54,6 +54,13 @@ type Deadline struct {
 	// arms both for the client's grpc-timeout; the first is reported). The
 	// handler was still waiting, as at the context's own expiry.
 	ServerTimer bool
+	// DialTimer: seen when a dial's socket write deadline fired (net's
+	// connect sets it to its context's deadline and waits writable in the
+	// poller), before the context's own timer: when the socket's fires
+	// first the dial returns "i/o timeout", and the program may exit or
+	// cancel the context before the context's timer fires. The dial was
+	// still waiting, as at the context's own expiry.
+	DialTimer bool
 
 	// The request the deadline belongs to: W3C trace and span ID (hex), or
 	// empty. TraceSource says where they were found: "otel_context" (an

@@ -40,8 +40,9 @@ type TimeoutJSON struct {
 	// Timer: which of a deadline's two timers saw its expiry first, when
 	// the library armed one beside the context's: "client_timeout"
 	// (net/http's Client.Timeout over a RoundTripper not its own),
-	// "grpc_server" (grpc-go's server, for the client's grpc-timeout);
-	// absent for the context's own timer.
+	// "grpc_server" (grpc-go's server, for the client's grpc-timeout),
+	// "dial_deadline" (the socket deadline net's dial sets from its
+	// context); absent for the context's own timer.
 	Timer        string   `json:"timer,omitempty"`
 	Goroutine    uint64   `json:"goroutine"`
 	CreatedGoid  uint64   `json:"created_goroutine,omitempty"`
@@ -116,6 +117,8 @@ func NewTimeoutJSON(d *event.Deadline) TimeoutJSON {
 		j.Timer = "client_timeout"
 	case d.ServerTimer:
 		j.Timer = "grpc_server"
+	case d.DialTimer:
+		j.Timer = "dial_deadline"
 	}
 	j.Unwaited = d.Unwaited()
 	j.CallerAt = d.CallerAt()

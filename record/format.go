@@ -99,6 +99,7 @@ type line struct {
 	Cancelled     bool     `json:"cancelled,omitempty"`
 	ClientTimer   bool     `json:"client_timer,omitempty"`
 	ServerTimer   bool     `json:"server_timer,omitempty"`
+	DialTimer     bool     `json:"dial_timer,omitempty"`
 	TraceID       string   `json:"trace_id,omitempty"`
 	SpanID        string   `json:"span_id,omitempty"`
 	TraceSource   string   `json:"trace_source,omitempty"`
@@ -204,7 +205,7 @@ func toLine(ev event.Any, l *line) error {
 		}
 		*l = line{
 			Type: TypeDeadline, Mono: e.Mono, PID: e.PID, TID: e.TID, Comm: e.Comm, Goid: e.Goid,
-			Ctx: e.Ctx, Children: e.Children, Cancelled: e.Cancelled, ClientTimer: e.ClientTimer, ServerTimer: e.ServerTimer,
+			Ctx: e.Ctx, Children: e.Children, Cancelled: e.Cancelled, ClientTimer: e.ClientTimer, ServerTimer: e.ServerTimer, DialTimer: e.DialTimer,
 			TraceID: e.TraceID, SpanID: e.SpanID, TraceSource: e.TraceSource, TraceSampled: e.TraceSampled, TraceNote: e.TraceNote,
 			Detail: e.Detail, CreatedMono: e.CreatedMono, CreatedPC: e.CreatedPC, CreatedAt: e.CreatedAt,
 			CreatedStack: e.CreatedStack, CreatedGoid: e.CreatedGoid, WaitingAt: e.WaitingAt, WaitersRead: e.WaitersRead,
@@ -301,7 +302,7 @@ func fromLine(l *line) (event.Any, error) {
 		ev = e
 	case TypeDeadline:
 		e := &event.Deadline{
-			Mono: l.Mono, PID: l.PID, TID: l.TID, Comm: l.Comm, Goid: l.Goid, Ctx: l.Ctx, Children: l.Children, Cancelled: l.Cancelled, ClientTimer: l.ClientTimer, ServerTimer: l.ServerTimer,
+			Mono: l.Mono, PID: l.PID, TID: l.TID, Comm: l.Comm, Goid: l.Goid, Ctx: l.Ctx, Children: l.Children, Cancelled: l.Cancelled, ClientTimer: l.ClientTimer, ServerTimer: l.ServerTimer, DialTimer: l.DialTimer,
 			TraceID: l.TraceID, SpanID: l.SpanID, TraceSource: l.TraceSource, TraceSampled: l.TraceSampled, TraceNote: l.TraceNote,
 			Detail: l.Detail, CreatedMono: l.CreatedMono, CreatedPC: l.CreatedPC, CreatedAt: l.CreatedAt,
 			CreatedStack: l.CreatedStack, CreatedGoid: l.CreatedGoid, WaitingAt: l.WaitingAt, WaitersRead: l.WaitersRead,

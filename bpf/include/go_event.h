@@ -13,6 +13,7 @@ enum tt_go_expiry {
 	TT_GO_TIMER_FIRED_CANCELLED = 3, /* the timer fired after the program cancelled the context (it saw the deadline first, e.g. as a socket deadline) */
 	TT_GO_CLIENT_TIMER = 4,     /* net/http's own Client.Timeout timer fired (doCancel) before the context's did */
 	TT_GO_SERVER_TIMER = 5,     /* grpc-go's server deadline timer fired (closeStream) before the stream context's did */
+	TT_GO_DIAL_TIMER = 6,       /* a dial's socket write deadline (set by net's connect from the context's) fired before the context's timer did */
 };
 
 /* Where a budget read at the expiry comes from (tt_go_event.budget_src).
@@ -78,7 +79,9 @@ struct tt_go_offsets {
 	__u32 h2_hf_name[2];
 	__u32 h2_hf_value[2];
 	__u32 h2_hf_size[2];
-	__u32 pad1;
+	/* Non-zero: runtime.netpollWriteDeadline is probed (go_dial_timer), a
+	 * second timer of a dial's deadline: expiries are merged (expiry_marks). */
+	__u32 has_dial_timer;
 	/* Budget frames (enum tt_go_budget_src - 1): functions [budget_lo,
 	 * budget_hi) (runtime addresses; 0: none) that make a deadline from
 	 * a duration their receiver holds, budget_recv bytes in, out of the
@@ -159,7 +162,9 @@ struct tt_go_conn_layout {
 	__u32 polldesc_fd;   /* runtime.pollDesc.fd */
 	__u32 polldesc_rg;   /* runtime.pollDesc.rg: pdNil 0, pdReady 1, pdWait 2, or the g parked reading */
 	__u32 polldesc_wg;   /* runtime.pollDesc.wg: likewise, writing (a connect waits writable) */
-	__u32 pad0;
+	/* 1 + the index of net's (*netFD).connect among the waiting frames,
+	 * where go_dial_timer looks for the dial's context; 0: not probed. */
+	__u32 dial_frame;
 	/* A request waiting in net/http's connection pool for a dial
 	 * (getConn, Go 1.23+): the dial runs on another goroutine under the
 	 * wantConn's context, WithCancel(WithoutCancel(request's)), which is
@@ -302,7 +307,8 @@ struct tt_go_ctx_itab {
 	__u32 parent_off;          /* offset of its parent Context interface in the struct, or TT_GO_ROOT_CTX */
 	__u8 is_value;             /* a *context.valueCtx: check its value for a span */
 	__u8 is_timer;             /* a *context.timerCtx: a deadline */
-	__u8 _pad[2];
+	__u8 no_deadline;          /* its Deadline() is not its parent's (context.withoutCancelCtx: none) */
+	__u8 _pad;
 };
 
 /* A span implementation that may sit in a valueCtx: where its SpanContext is. */
@@ -332,7 +338,8 @@ enum tt_go_hit {
 	TT_GO_HIT_CLIENT_TIMER = 16, /* cold: net/http's doCancel ran (its Client.Timeout timer fired, or the program closed Request.Cancel) */
 	TT_GO_HIT_MERGED = 17,     /* cold: a deadline's second timer (net/http's Client.Timeout, grpc-go's server timer, and the context's): one expiry, reported once */
 	TT_GO_HIT_GRPC_TIMER = 18, /* cold: grpc-go's server deadline timer fired (its closure that calls closeStream) */
-	TT_GO_HIT_MAX = 19,
+	TT_GO_HIT_DIAL_TIMER = 19, /* cold: socket write deadlines fired (runtime.netpollWriteDeadline) */
+	TT_GO_HIT_MAX = 20,
 };
 
 /* A power of two: the probe masks its index with it (kernel 6.1's verifier

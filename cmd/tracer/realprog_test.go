@@ -263,6 +263,9 @@ func (e *realEnv) oneShots(n int, timedOut func(string) bool, args ...string) (i
 		if timedOut(out) {
 			count++
 		}
+		if os.Getenv("TT_REALPROG_LOG") != "" {
+			e.t.Logf("%s output: %s", filepath.Base(e.bin), strings.TrimSpace(out))
+		}
 		last = out
 	}
 	return count, firstLine(last)

@@ -20,7 +20,7 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 	}
 	var r godeadlineTtGoEvent
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), goEventSize), raw)
-	kind, cancelled, clientTimer, serverTimer := event.ExpiryKind(r.Kind), false, false, false
+	kind, cancelled, clientTimer, serverTimer, dialTimer := event.ExpiryKind(r.Kind), false, false, false, false
 	switch r.Kind {
 	case uint8(godeadlineTtGoExpiryTT_GO_TIMER_FIRED_CANCELLED):
 		kind, cancelled = event.TimerFired, true
@@ -28,6 +28,8 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 		kind, clientTimer = event.TimerFired, true
 	case uint8(godeadlineTtGoExpiryTT_GO_SERVER_TIMER):
 		kind, serverTimer = event.TimerFired, true
+	case uint8(godeadlineTtGoExpiryTT_GO_DIAL_TIMER):
+		kind, dialTimer = event.TimerFired, true
 	}
 	if kind != event.TimerFired && kind != event.ExpiredAtCreation {
 		return fmt.Errorf("decode deadline event: unknown kind %d", r.Kind)
@@ -46,6 +48,7 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 		Cancelled:   cancelled,
 		ClientTimer: clientTimer,
 		ServerTimer: serverTimer,
+		DialTimer:   dialTimer,
 	}
 	setTrace(&r, out)
 	if r.SpanStartWall != 0 || r.SpanStartExt != 0 {

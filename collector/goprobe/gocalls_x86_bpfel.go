@@ -110,7 +110,7 @@ type gocallsTtGoConnLayout struct {
 	PolldescFd        uint32
 	PolldescRg        uint32
 	PolldescWg        uint32
-	Pad0              uint32
+	DialFrame         uint32
 	GetconnLo         uint64
 	GetconnHi         uint64
 	CancelctxItab     uint64
@@ -120,11 +120,12 @@ type gocallsTtGoConnLayout struct {
 }
 
 type gocallsTtGoCtxItab struct {
-	_         structs.HostLayout
-	ParentOff uint32
-	IsValue   uint8
-	IsTimer   uint8
-	Pad       [2]uint8
+	_          structs.HostLayout
+	ParentOff  uint32
+	IsValue    uint8
+	IsTimer    uint8
+	NoDeadline uint8
+	Pad        uint8
 }
 
 type gocallsTtGoDialOffsets struct {
@@ -198,7 +199,7 @@ type gocallsTtGoOffsets struct {
 	H2HfName          [2]uint32
 	H2HfValue         [2]uint32
 	H2HfSize          [2]uint32
-	Pad1              uint32
+	HasDialTimer      uint32
 	_                 [4]byte
 	BudgetLo          [2]uint64
 	BudgetHi          [2]uint64

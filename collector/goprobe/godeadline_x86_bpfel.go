@@ -111,7 +111,7 @@ type godeadlineTtGoConnLayout struct {
 	PolldescFd        uint32
 	PolldescRg        uint32
 	PolldescWg        uint32
-	Pad0              uint32
+	DialFrame         uint32
 	GetconnLo         uint64
 	GetconnHi         uint64
 	CancelctxItab     uint64
@@ -121,11 +121,12 @@ type godeadlineTtGoConnLayout struct {
 }
 
 type godeadlineTtGoCtxItab struct {
-	_         structs.HostLayout
-	ParentOff uint32
-	IsValue   uint8
-	IsTimer   uint8
-	Pad       [2]uint8
+	_          structs.HostLayout
+	ParentOff  uint32
+	IsValue    uint8
+	IsTimer    uint8
+	NoDeadline uint8
+	Pad        uint8
 }
 
 type godeadlineTtGoEvent struct {
@@ -189,6 +190,7 @@ const (
 	godeadlineTtGoExpiryTT_GO_TIMER_FIRED_CANCELLED godeadlineTtGoExpiry = 3
 	godeadlineTtGoExpiryTT_GO_CLIENT_TIMER          godeadlineTtGoExpiry = 4
 	godeadlineTtGoExpiryTT_GO_SERVER_TIMER          godeadlineTtGoExpiry = 5
+	godeadlineTtGoExpiryTT_GO_DIAL_TIMER            godeadlineTtGoExpiry = 6
 )
 
 type godeadlineTtGoGrpcOffsets struct {
@@ -237,7 +239,8 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_CLIENT_TIMER godeadlineTtGoHit = 16
 	godeadlineTtGoHitTT_GO_HIT_MERGED       godeadlineTtGoHit = 17
 	godeadlineTtGoHitTT_GO_HIT_GRPC_TIMER   godeadlineTtGoHit = 18
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 19
+	godeadlineTtGoHitTT_GO_HIT_DIAL_TIMER   godeadlineTtGoHit = 19
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 20
 )
 
 type godeadlineTtGoNoOffset uint32
@@ -289,7 +292,7 @@ type godeadlineTtGoOffsets struct {
 	H2HfName          [2]uint32
 	H2HfValue         [2]uint32
 	H2HfSize          [2]uint32
-	Pad1              uint32
+	HasDialTimer      uint32
 	_                 [4]byte
 	BudgetLo          [2]uint64
 	BudgetHi          [2]uint64
@@ -348,6 +351,7 @@ const (
 	godeadlineProgGoClientTimer       = "go_client_timer"
 	godeadlineProgGoCreateEntry       = "go_create_entry"
 	godeadlineProgGoCreateRet         = "go_create_ret"
+	godeadlineProgGoDialTimer         = "go_dial_timer"
 	godeadlineProgGoExpiredAtCreation = "go_expired_at_creation"
 	godeadlineProgGoGrpcTimer         = "go_grpc_timer"
 	godeadlineProgGoSpanStartRet      = "go_span_start_ret"
@@ -415,6 +419,7 @@ type godeadlineProgramSpecs struct {
 	GoClientTimer       *ebpf.ProgramSpec `ebpf:"go_client_timer"`
 	GoCreateEntry       *ebpf.ProgramSpec `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.ProgramSpec `ebpf:"go_create_ret"`
+	GoDialTimer         *ebpf.ProgramSpec `ebpf:"go_dial_timer"`
 	GoExpiredAtCreation *ebpf.ProgramSpec `ebpf:"go_expired_at_creation"`
 	GoGrpcTimer         *ebpf.ProgramSpec `ebpf:"go_grpc_timer"`
 	GoSpanStartRet      *ebpf.ProgramSpec `ebpf:"go_span_start_ret"`
@@ -550,6 +555,7 @@ type godeadlinePrograms struct {
 	GoClientTimer       *ebpf.Program `ebpf:"go_client_timer"`
 	GoCreateEntry       *ebpf.Program `ebpf:"go_create_entry"`
 	GoCreateRet         *ebpf.Program `ebpf:"go_create_ret"`
+	GoDialTimer         *ebpf.Program `ebpf:"go_dial_timer"`
 	GoExpiredAtCreation *ebpf.Program `ebpf:"go_expired_at_creation"`
 	GoGrpcTimer         *ebpf.Program `ebpf:"go_grpc_timer"`
 	GoSpanStartRet      *ebpf.Program `ebpf:"go_span_start_ret"`
@@ -561,6 +567,7 @@ func (p *godeadlinePrograms) Close() error {
 		p.GoClientTimer,
 		p.GoCreateEntry,
 		p.GoCreateRet,
+		p.GoDialTimer,
 		p.GoExpiredAtCreation,
 		p.GoGrpcTimer,
 		p.GoSpanStartRet,

@@ -317,9 +317,42 @@ func (p *Process) resolveDialWait(offs *godeadlineTtGoOffsets) {
 	}
 	p.ext.conns.WaitNetfd[i] = 1
 	p.resolveAfterFuncs(offs, fn, i)
+	p.resolveDialTimer(offs, i)
 	if p.ext.conns.AfterfuncItab != 0 {
 		p.resolveGetConn()
 	}
+}
+
+// resolveDialTimer adds the probe on runtime.netpollWriteDeadline to the
+// cold tier: the timer of a socket's write deadline, which net's connect
+// sets to its context's deadline. Both timers fire at the deadline; when
+// the socket's runs first the dial returns "i/o timeout" and the program
+// may exit (a one-shot CLI) or cancel the context before the context's own
+// timer fires, which then reports nothing. The probe finds the dial's
+// context in connect's frame (frame: its waiting frame's index) and
+// reports its expiry, merged with the context's timer. No call that ends
+// in time runs it: a dial that connects resets its deadline, and a
+// program's own write deadlines fire only when a write is late.
+// Optional: needs the poller's layout (resolvePollDesc).
+func (p *Process) resolveDialTimer(offs *godeadlineTtGoOffsets, frame int) {
+	cl := &p.ext.conns
+	if cl.PolldescWg == 0 {
+		if err := p.resolvePollDesc(); err != nil {
+			p.log.Info("a dial's socket deadline is not probed", "err", err)
+			return
+		}
+	}
+	fn, err := p.bin.Func("runtime.netpollWriteDeadline")
+	var addr uint64
+	if err == nil {
+		addr, err = p.bin.AfterPrologue(fn)
+	}
+	if err != nil {
+		p.log.Info("a dial's socket deadline is not probed", "err", err)
+		return
+	}
+	cl.DialFrame, offs.HasDialTimer = uint32(frame)+1, 1
+	p.cold = append(p.cold, site{"go_dial_timer", p.objs.GoDialTimer, addr})
 }
 
 // resolveGetConn lets the expiry probe follow a request waiting in net/http's

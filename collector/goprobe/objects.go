@@ -67,7 +67,7 @@ func (o *objects) byPidPtr() []*ebpf.Map {
 // programs are every loaded program.
 func (o *objects) programs() []*ebpf.Program {
 	d, c, t := &o.godeadlinePrograms, &o.calls.gocallsPrograms, &o.traceparent.gotraceparentPrograms
-	return []*ebpf.Program{d.GoCreateEntry, d.GoCreateRet, d.GoExpiredAtCreation, d.GoSpanStartRet, d.GoTimerFired, d.GoClientTimer, d.GoGrpcTimer,
+	return []*ebpf.Program{d.GoCreateEntry, d.GoCreateRet, d.GoExpiredAtCreation, d.GoSpanStartRet, d.GoTimerFired, d.GoClientTimer, d.GoGrpcTimer, d.GoDialTimer,
 		c.GoDialEntry, c.GoDialRet, c.GoGrpcNewStream, c.GoHttpRoundtrip, c.GoHttpRoundtripRet, c.GoH2Roundtrip, c.GoXh2Roundtrip,
 		t.GoGrpcHeaders, t.GoHttpHeader, t.GoHttpRequest, t.GoHttpConnRequest, t.GoNewprocEntry, t.GoNewprocRet}
 }

@@ -68,6 +68,9 @@ func (p *Process) registerOTel() error {
 		if ci.Type.Name == "*context.timerCtx" {
 			v.IsTimer = 1
 		}
+		if ci.Type.Name == "context.withoutCancelCtx" {
+			v.NoDeadline = 1
+		}
 		if err := itabs.Put(godeadlinePidPtr{Pid: pid, Ptr: ci.Addr + p.bias}, v); err != nil {
 			return fmt.Errorf("register context type %s: %w", ci.Type.Name, err)
 		}

@@ -66,6 +66,11 @@ type Stats struct {
 	// probe on its closure): a call's deadline passed on the server. Not
 	// expiries by themselves: an expiry they report is in ExpiryHits.
 	GRPCTimerHits uint64
+	// DialTimerHits counts socket write deadlines that fired (the probe on
+	// runtime.netpollWriteDeadline): a dial's deadline, set from its
+	// context, passed (or a program's own write deadline). Not expiries by
+	// themselves: an expiry they report is in ExpiryHits.
+	DialTimerHits uint64
 	// Stale counts creation and child-span records left by a context
 	// whose deadline was met, found at the address of a later one when it
 	// expired (their deadlines differ) and not used: they would have given

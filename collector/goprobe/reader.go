@@ -43,7 +43,7 @@ func (n *Node) read(poll time.Duration) {
 			n.log.Warn("drop undecodable deadline event", "err", err)
 			return true
 		}
-		if ev.ClientTimer && ev.Deadline.After(ev.Time.Add(notExpiredSlack)) {
+		if (ev.ClientTimer || ev.DialTimer) && ev.Deadline.After(ev.Time.Add(notExpiredSlack)) {
 			n.mu.Lock()
 			n.notExpired++
 			n.mu.Unlock()
@@ -66,7 +66,9 @@ func (n *Node) read(poll time.Duration) {
 
 // notExpiredSlack: a context reported by net/http's doCancel whose
 // deadline is further than this past the probe's clock was not expiring:
-// the program closed its request's Cancel channel itself. The timer that
+// the program closed its request's Cancel channel itself. Likewise a
+// dial's context found when a socket write deadline fired that was not
+// the context's (a program's own SetWriteDeadline during a dial). The timer that
 // calls doCancel fires at the deadline or after; the slack covers the
 // mapping of the monotonic clock to the wall clock.
 const notExpiredSlack = 20 * time.Millisecond

@@ -26,6 +26,10 @@ type targetCounts struct {
 	HTTP       int   `json:"http"`      // http.Client timeouts among Expired
 	HTTPFDs    []int `json:"http_fds"`  // their connections' descriptors
 	PoolWait   int   `json:"pool_wait"` // requests expired in net/http's pool, their dial in SYN retries
+	Dial       int   `json:"dial"`      // dials expired in SYN retries, cancelled as they returned
+	// DialSocketFirst: of those, the ones whose socket deadline fired
+	// before the context's timer (the dial returned "i/o timeout").
+	DialSocketFirst int `json:"dial_socket_first"`
 }
 
 // createdRE is a creator as the deadlines target's own code sets it, and
@@ -40,7 +44,7 @@ var createdRE = regexp.MustCompile(`^main\.\w+ \(.*deadlines/main\.go:\d+\)$`)
 // spill slot's place differs between amd64 and arm64): the descriptor must
 // be the one the target's request was sent on.
 func checkDeadlines(ctx context.Context, cfg config, detail bool) (string, error) {
-	tgt := exec.Command(cfg.prog("deadlines"), "-rounds", fmt.Sprint(cfg.rounds), "-budget", cfg.budget.String(), "-pool-wait")
+	tgt := exec.Command(cfg.prog("deadlines"), "-rounds", fmt.Sprint(cfg.rounds), "-budget", cfg.budget.String(), "-pool-wait", "-dial")
 	stdin, err := tgt.StdinPipe()
 	if err != nil {
 		return "", err
@@ -124,6 +128,24 @@ collect:
 	return verifyDeadlines(evs, *want, tgt.Process.Pid, detail, st, cfg)
 }
 
+// dialOf reports whether e is the expiry of one of the target's own dials
+// (main.dialDeadline, deeper than the 12 frames read): waiting in connect,
+// and no waiter in net/http (a pool wait's request parks in getConn, its
+// dial under net/http's dialConn).
+func dialOf(e event.Deadline) bool {
+	if !strings.HasPrefix(e.WaitingAt, "net.(*netFD).connect") {
+		return false
+	}
+	for _, w := range e.Waiters {
+		for _, f := range w.Stack {
+			if strings.HasPrefix(f, "net/http.") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bool, st goprobe.Stats, cfg config) (string, error) {
 	at, withDetail := 0, 0
 	var budgets []string
@@ -155,9 +177,29 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 	// waits on its Done, or a child's, in main. One already past when set
 	// has no waiter yet.
 	waiting, bound, httpWaited, poolWaited, poolBound := 0, 0, 0, 0, 0
+	dialWaited, dialBound, dialAtSocket := 0, 0, 0
 	for _, e := range evs {
 		if e.Kind != event.TimerFired || e.Cancelled {
 			continue // already past when set, or cancelled first (http.Client.Timeout): nobody waits
+		}
+		// A dial of the target's own (dialDeadline), cancelled as it
+		// returns: found in connect's frame from the socket deadline's
+		// timer when that fired first (the frame's locals lie below its
+		// frame pointer on amd64, above on arm64), else among the
+		// context's children; bound to its socket either way.
+		if dialOf(e) {
+			dialWaited++
+			if e.DialTimer {
+				dialAtSocket++
+			}
+			for _, w := range e.Waiters {
+				if strings.HasPrefix(w.ConnFrame, "net.(*netFD).connect") && w.ConnFD >= 0 {
+					dialBound++
+					break
+				}
+			}
+			waiting++
+			continue
 		}
 		// A request in net/http's pool whose dial is in SYN retries: the
 		// dial, on another goroutine under the wantConn's context, found
@@ -218,6 +260,10 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 		waiting++
 	}
 	msg += fmt.Sprintf("; %d of %d pool waits bound to their dial (%d waiting there)", poolBound, want.PoolWait, poolWaited)
+	msg += fmt.Sprintf("; %d of %d dials bound (%d reports, %d seen at the socket deadline; the target saw it first %d times)", dialBound, want.Dial, dialWaited, dialAtSocket, want.DialSocketFirst)
+	if dialBound != want.Dial {
+		errs = append(errs, fmt.Errorf("%d of %d dials that timed out bound at the expiry to their socket (%d reports of them, %d at the socket deadline; the socket's fired first %d times)", dialBound, want.Dial, dialWaited, dialAtSocket, want.DialSocketFirst))
+	}
 	if poolBound != want.PoolWait {
 		errs = append(errs, fmt.Errorf("%d of %d requests expired in net/http's pool bound at the expiry to their dial (%d reports waiting there)", poolBound, want.PoolWait, poolWaited))
 	}

@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -35,6 +36,12 @@ type counts struct {
 	// PoolWait: requests that expired waiting in net/http's pool for a
 	// dial in SYN retries (-pool-wait), among Expired.
 	PoolWait int `json:"pool_wait,omitempty"`
+	// Dial: dials under a deadline to a peer that drops their SYNs
+	// (-dial), cancelled the moment they return, among Expired;
+	// DialSocketFirst of them returned "i/o timeout" (the socket's write
+	// deadline, set from the context's, fired before the context's timer).
+	Dial            int `json:"dial,omitempty"`
+	DialSocketFirst int `json:"dial_socket_first,omitempty"`
 }
 
 var c counts
@@ -165,12 +172,33 @@ func poolWait(client *http.Client, url string, budget time.Duration) {
 	c.PoolWait++
 }
 
+// dialDeadline dials a peer that drops its SYNs under a deadline and
+// cancels the moment the dial returns, as a one-shot program exits: when
+// the socket's write deadline fires before the context's timer, the
+// cancel stops that timer.
+func dialDeadline(addr string, budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), budget) // created:dialDeadline
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	cancel()
+	if err == nil {
+		conn.Close()
+		return
+	}
+	c.Expired++
+	c.Dial++
+	if !errors.Is(err, context.DeadlineExceeded) {
+		c.DialSocketFirst++
+	}
+}
+
 func main() {
 	rounds := flag.Int("rounds", 5, "rounds of every scenario")
 	budget := flag.Duration("budget", 30*time.Millisecond, "budget of the expiring deadlines")
 	withHTTP := flag.Bool("http", true, "include http.Client timeouts")
 	withWrapped := flag.Bool("wrapped", true, "with -http: also an http.Client timeout over a RoundTripper of the program's own (two timers)")
 	withPoolWait := flag.Bool("pool-wait", false, "also a request whose deadline expires while it waits in net/http's pool for a dial in SYN retries")
+	withDial := flag.Bool("dial", false, "also a dial under a deadline to a peer that drops its SYNs, cancelled as it returns")
 	pause := flag.Duration("pause", 0, "sleep between rounds")
 	wait := flag.Bool("wait", true, "wait for a line on stdin before starting")
 	linger := flag.Duration("linger", 0, "stay alive this long after the rounds (a quiet period)")
@@ -191,10 +219,11 @@ func main() {
 	}
 	var poolURL string
 	poolClient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	if *withPoolWait {
+	var fullAddr string
+	if *withPoolWait || *withDial {
 		addr, closeFull := fullListener()
 		defer closeFull()
-		poolURL = "http://" + addr + "/"
+		poolURL, fullAddr = "http://"+addr+"/", addr
 	}
 	fmt.Println("ready", os.Getpid())
 	if *wait {
@@ -214,6 +243,9 @@ func main() {
 		}
 		if *withPoolWait {
 			poolWait(poolClient, poolURL, *budget)
+		}
+		if *withDial {
+			dialDeadline(fullAddr, *budget)
 		}
 		time.Sleep(*pause)
 	}
