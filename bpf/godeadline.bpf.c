@@ -932,6 +932,7 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind, __u64 c, __
 /* The expiry probes: the *timerCtx is the first argument of the cancel call. */
 static __always_inline int on_cancel_call(struct pt_regs *ctx, __u8 kind)
 {
+	hit(TT_GO_HIT_COLD_RUN);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
 	if (!off) {
@@ -1027,6 +1028,7 @@ __noinline __u64 client_timer_ctx(__u64 closure, __u32 tgid, const struct tt_go_
 SEC("uprobe")
 int go_client_timer(struct pt_regs *ctx)
 {
+	hit(TT_GO_HIT_COLD_RUN);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
 	__u64 c = client_timer_ctx(GO_CLOSURE(ctx), tgid, off); /* counts the hit */
@@ -1078,6 +1080,7 @@ __noinline __u64 grpc_timer_ctx(__u64 closure, __u32 tgid, const struct tt_go_of
 SEC("uprobe")
 int go_grpc_timer(struct pt_regs *ctx)
 {
+	hit(TT_GO_HIT_COLD_RUN);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
 	__u64 c = grpc_timer_ctx(GO_CLOSURE(ctx), tgid, off); /* counts the hit */
@@ -1172,6 +1175,7 @@ __noinline __u64 dial_timer_ctx(__u64 arg, __u32 tgid, const struct tt_go_offset
 SEC("uprobe")
 int go_dial_timer(struct pt_regs *ctx)
 {
+	hit(TT_GO_HIT_COLD_RUN);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	const struct tt_go_offsets *off = bpf_map_lookup_elem(&go_procs, &tgid);
 	__u64 parked = 0;

@@ -339,7 +339,8 @@ enum tt_go_hit {
 	TT_GO_HIT_MERGED = 17,     /* cold: a deadline's second timer (net/http's Client.Timeout, grpc-go's server timer, and the context's): one expiry, reported once */
 	TT_GO_HIT_GRPC_TIMER = 18, /* cold: grpc-go's server deadline timer fired (its closure that calls closeStream) */
 	TT_GO_HIT_DIAL_TIMER = 19, /* cold: socket write deadlines fired (runtime.netpollWriteDeadline) */
-	TT_GO_HIT_MAX = 20,
+	TT_GO_HIT_COLD_RUN = 20,   /* cold: every run of a cold-tier program (its traps; a deadline with two timers traps twice) */
+	TT_GO_HIT_MAX = 21,
 };
 
 /* A power of two: the probe masks its index with it (kernel 6.1's verifier

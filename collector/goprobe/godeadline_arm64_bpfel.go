@@ -240,7 +240,8 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_MERGED       godeadlineTtGoHit = 17
 	godeadlineTtGoHitTT_GO_HIT_GRPC_TIMER   godeadlineTtGoHit = 18
 	godeadlineTtGoHitTT_GO_HIT_DIAL_TIMER   godeadlineTtGoHit = 19
-	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 20
+	godeadlineTtGoHitTT_GO_HIT_COLD_RUN     godeadlineTtGoHit = 20
+	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 21
 )
 
 type godeadlineTtGoNoOffset uint32

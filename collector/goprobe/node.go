@@ -295,7 +295,7 @@ func (n *Node) sweep() {
 func (n *Node) Stats() (Stats, error) {
 	var s Stats
 	if err := collector.Counters(n.objs.GoHits, &s.ExpiryHits, &s.CreateHits, &s.ReturnHits, &s.Dropped, &s.DetailFull, &s.HeaderHits, &s.RequestHits, &s.SpanHits, &s.RoundTripHits,
-		&s.GRPCHeaderHits, &s.GRPCStreamHits, &s.DialHits, &s.NewprocHits, &s.Raced, &s.Stale, &s.StaleTrace, &s.ClientTimerHits, &s.Merged, &s.GRPCTimerHits, &s.DialTimerHits); err != nil {
+		&s.GRPCHeaderHits, &s.GRPCStreamHits, &s.DialHits, &s.NewprocHits, &s.Raced, &s.Stale, &s.StaleTrace, &s.ClientTimerHits, &s.Merged, &s.GRPCTimerHits, &s.DialTimerHits, &s.ColdRuns); err != nil {
 		return s, fmt.Errorf("read Go probe stats: %w", err)
 	}
 	n.mu.Lock()

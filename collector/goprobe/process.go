@@ -71,6 +71,11 @@ type Stats struct {
 	// context, passed (or a program's own write deadline). Not expiries by
 	// themselves: an expiry they report is in ExpiryHits.
 	DialTimerHits uint64
+	// ColdRuns counts every run of a cold-tier probe: its traps. One per
+	// expiry seen, plus the second timer of a deadline that has two
+	// (merged), plus second timers that reported nothing (doCancel on a
+	// request the program cancelled, a write deadline of no dial).
+	ColdRuns uint64
 	// Stale counts creation and child-span records left by a context
 	// whose deadline was met, found at the address of a later one when it
 	// expired (their deadlines differ) and not used: they would have given
@@ -392,8 +397,15 @@ func (p *Process) detach() error {
 // UprobeHits is the number of uprobe traps the process has taken from these
 // probes: what a request pays.
 func (s Stats) UprobeHits() uint64 {
-	return s.ExpiryHits + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits + s.RoundTripHits +
+	return s.ColdHits() + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits + s.RoundTripHits +
 		s.GRPCHeaderHits + s.GRPCStreamHits + s.DialHits + s.NewprocHits
+}
+
+// ColdHits is the number of uprobe traps the cold tier took: its runs
+// (at least one per expiry seen: ExpiryHits bounds it from below, for
+// counters read before any run was counted).
+func (s Stats) ColdHits() uint64 {
+	return max(s.ColdRuns, s.ExpiryHits)
 }
 
 // Bindings delivers request -> connection bindings seen by the detail

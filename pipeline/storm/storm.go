@@ -63,9 +63,11 @@ type Guard struct {
 	lastAt   time.Time
 	lastHits uint64
 	lastExp  uint64
+	lastCold uint64
 	tripped  bool
 	since    time.Time
 	expRate  float64 // expiries/s in the second before the trip
+	coldRate float64 // the cold tier's hits/s, likewise
 	stats    Stats
 	primed   bool
 	shed     bool // the detail tier and call probes are held off
@@ -105,12 +107,21 @@ func (g *Guard) Tick(now time.Time, hits, expiries uint64) (Decision, string) {
 // probes are attached now. Over the limit, with extra on and the cold
 // hits alone within it, it says Shed; otherwise Detach.
 func (g *Guard) TickShedding(now time.Time, hits, expiries uint64, extra bool) (Decision, string) {
+	return g.TickCold(now, hits, expiries, expiries, extra)
+}
+
+// TickCold is TickShedding where the cold tier's hits are not one per
+// expiry: cold counts its traps (a deadline with two timers, a dial's
+// socket deadline beside its context's, traps twice for one expiry),
+// expiries the expiries seen (the estimate of those missed while
+// detached).
+func (g *Guard) TickCold(now time.Time, hits, cold, expiries uint64, extra bool) (Decision, string) {
 	if g.p.MaxHitsPerSec == 0 {
 		return Keep, ""
 	}
 	if g.shed && !g.tripped && now.Sub(g.shedAt) >= g.p.Cooldown {
 		g.shed = false
-		g.lastAt, g.lastHits, g.lastExp = now, hits, expiries
+		g.lastAt, g.lastHits, g.lastExp, g.lastCold = now, hits, expiries, cold
 		return Unshed, fmt.Sprintf("hold of %v on the detail and call probes over", g.p.Cooldown)
 	}
 	if g.tripped {
@@ -118,11 +129,11 @@ func (g *Guard) TickShedding(now time.Time, hits, expiries uint64, extra bool) (
 			return Keep, ""
 		}
 		g.end(now)
-		g.lastAt, g.lastHits, g.lastExp = now, hits, expiries
+		g.lastAt, g.lastHits, g.lastExp, g.lastCold = now, hits, expiries, cold
 		return Resume, fmt.Sprintf("cool-down of %v over", g.p.Cooldown)
 	}
 	if !g.primed {
-		g.primed, g.lastAt, g.lastHits, g.lastExp = true, now, hits, expiries
+		g.primed, g.lastAt, g.lastHits, g.lastExp, g.lastCold = true, now, hits, expiries, cold
 		return Keep, ""
 	}
 	dt := now.Sub(g.lastAt)
@@ -131,15 +142,16 @@ func (g *Guard) TickShedding(now time.Time, hits, expiries uint64, extra bool) (
 	}
 	rate := float64(hits-g.lastHits) / dt.Seconds()
 	g.expRate = float64(expiries-g.lastExp) / dt.Seconds()
-	g.lastAt, g.lastHits, g.lastExp = now, hits, expiries
+	g.coldRate = float64(cold-g.lastCold) / dt.Seconds()
+	g.lastAt, g.lastHits, g.lastExp, g.lastCold = now, hits, expiries, cold
 	if rate <= float64(g.p.MaxHitsPerSec) {
 		return Keep, ""
 	}
-	if extra && !g.shed && g.expRate <= float64(g.p.MaxHitsPerSec) {
+	if extra && !g.shed && g.coldRate <= float64(g.p.MaxHitsPerSec) {
 		g.shed, g.shedAt = true, now
 		g.stats.Sheds++
-		return Shed, fmt.Sprintf("%.0f probe hits/s (%.0f of them expiries) over the limit of %d/s: detail and call probes detached for %v; the cold tier stays, every expiry is still seen",
-			rate, g.expRate, g.p.MaxHitsPerSec, g.p.Cooldown)
+		return Shed, fmt.Sprintf("%.0f probe hits/s (%.0f of them the cold tier's, %.0f expiries) over the limit of %d/s: detail and call probes detached for %v; the cold tier stays, every expiry is still seen",
+			rate, g.coldRate, g.expRate, g.p.MaxHitsPerSec, g.p.Cooldown)
 	}
 	g.shed = false // everything comes off; after the cool-down the tiers follow their policies
 	g.tripped, g.since = true, now

@@ -90,3 +90,23 @@ func TestGuardShedsDetailFirst(t *testing.T) {
 		t.Errorf("stats %+v, want 2 sheds, 1 trip, 2s detached", st)
 	}
 }
+
+// A deadline with two timers (net/http's Client.Timeout over a wrapped
+// transport, a dial's socket deadline) traps twice per expiry: the shed
+// decision weighs the cold tier's traps, and the estimate of expiries
+// missed while detached counts expiries, not traps.
+func TestGuardWeighsColdTraps(t *testing.T) {
+	g := New(Policy{MaxHitsPerSec: 1000, Cooldown: 2 * time.Second})
+	t0 := time.Unix(1000, 0)
+	if d, _ := g.TickCold(t0, 0, 0, 0, true); d != Keep {
+		t.Fatalf("first tick: %v", d)
+	}
+	// 1800 hits/s, 1200 of them the cold tier's for 600 expiries: the
+	// cold tier alone is over the limit, so shedding would not do.
+	if d, reason := g.TickCold(t0.Add(time.Second), 1800, 1200, 600, true); d != Detach {
+		t.Fatalf("cold traps over the limit: %v (%q), want Detach", d, reason)
+	}
+	if st := g.Stats(t0.Add(3 * time.Second)); st.UnseenEstimate != 1200 {
+		t.Errorf("unseen estimate %d, want 1200 (600 expiries/s for 2 s)", st.UnseenEstimate)
+	}
+}
