@@ -21,6 +21,12 @@ type dwarfIndex struct {
 // errNoDWARF means the binary was linked without DWARF (-ldflags=-w or -s).
 var errNoDWARF = errors.New("no DWARF debug information")
 
+// errTypeNotInDWARF: the binary has DWARF, without the type (the linker
+// keeps a type's itab where no live function's variable has the type:
+// Go 1.22's context.withoutCancelCtx in a program of ours). Wrapped with
+// ErrNotFound.
+var errTypeNotInDWARF = errors.New("type not in DWARF")
+
 // dwarfTypes loads the DWARF data and indexes its struct types once.
 func (b *Binary) dwarfTypes() (*dwarfIndex, error) {
 	b.dwarfMu.Lock()
@@ -114,7 +120,7 @@ func (b *Binary) DWARFFieldOffset(typeName, fieldPath string) (off int64, err er
 	}
 	at, ok := idx.structs[typeName]
 	if !ok {
-		return 0, fmt.Errorf("resolve %s.%s from DWARF: type %w", typeName, fieldPath, ErrNotFound)
+		return 0, fmt.Errorf("resolve %s.%s from DWARF: type %w (%w)", typeName, fieldPath, ErrNotFound, errTypeNotInDWARF)
 	}
 	idx.mu.Lock()
 	t, err := idx.data.Type(at)

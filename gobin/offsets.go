@@ -129,23 +129,36 @@ func (f FieldRef) InRelease(minor int) bool {
 // FieldOffset returns the byte offset of fieldPath within the struct
 // typeName: from DWARF when the binary has it, else from the generated layouts
 // (gobin/layouts/go.json) for the binary's Go release (major.minor) and architecture, which covers
-// the fields of ProbeFields. Without DWARF and outside the table it returns
-// an error wrapping ErrNoOffsets.
+// the fields of ProbeFields; also for a type the binary's DWARF does not
+// describe (its itab kept, no live variable of it). Without DWARF and
+// outside the table it returns an error wrapping ErrNoOffsets.
 func (b *Binary) FieldOffset(typeName, fieldPath string) (int64, error) {
 	off, err := b.DWARFFieldOffset(typeName, fieldPath)
-	if !errors.Is(err, errNoDWARF) {
+	if !errors.Is(err, errNoDWARF) && !errors.Is(err, errTypeNotInDWARF) {
 		return off, err
 	}
+	// A type the DWARF does not describe is read from the table as in a
+	// stripped binary; a field it lacks is not (a changed layout).
+	dwarfErr := err
 	release, ok := releaseOf(b.GoVersion)
+	if !ok && errors.Is(dwarfErr, errTypeNotInDWARF) {
+		return 0, dwarfErr
+	}
 	if !ok {
 		return 0, fmt.Errorf("resolve %s.%s: %w: unparsable version %q", typeName, fieldPath, ErrNoOffsets, b.GoVersion)
 	}
 	t, err := layoutTable("go")
+	if err != nil && errors.Is(dwarfErr, errTypeNotInDWARF) {
+		return 0, dwarfErr
+	}
 	if err != nil {
 		return 0, fmt.Errorf("resolve %s.%s: %w", typeName, fieldPath, err)
 	}
 	if off, ok := t.Offset(layout.Key{Version: release, Arch: b.Arch}, typeName, fieldPath); ok {
 		return off, nil
+	}
+	if errors.Is(dwarfErr, errTypeNotInDWARF) {
+		return 0, dwarfErr
 	}
 	return 0, fmt.Errorf("resolve %s.%s: %w: binary has no DWARF and the table (%s) has no entry for go%s/%s",
 		typeName, fieldPath, ErrNoOffsets, strings.Join(t.Toolchains(), ", "), release, b.Arch)

@@ -112,6 +112,15 @@ func TestOtherToolchains(t *testing.T) {
 				} else {
 					checkDoCancel(t, stripped, fn)
 				}
+				// Every context type the walk follows, when the binary
+				// has its itab: one whose DWARF type is missing (Go
+				// 1.22's withoutCancelCtx, its itab kept) is read from
+				// the table, not the end of every context walk.
+				for _, b := range []*Binary{plain, stripped} {
+					if _, err := b.ContextItabs(); err != nil {
+						t.Errorf("%s: context itabs: %v", arch, err)
+					}
+				}
 				for _, f := range ProbeFields() {
 					dw, derr := plain.DWARFFieldOffset(f.Type, f.Path)
 					if errors.Is(derr, ErrNotFound) {
