@@ -128,7 +128,7 @@ func printTotals(stderr io.Writer, p *pipeline.Pipeline, reports int) {
 	}
 	t, _ := p.TCP().Stats()
 	s := p.StormStats()
-	fmt.Fprintf(stderr, "totals: expiries seen %d, reported %d, lost %d (ring buffer full), undecodable %d; kernel events lost %d; storm guard trips %d, detached %v, expiries not seen (estimate) %d; hook runs the kernel skipped %d (go), %d (tcp); events behind the merge's watermark %d (delivered out of order); timers that fired on a context already cancelled by a parent's expiry %d (reported as the parent's); storm guard sheds %d (detail and call probes only, every expiry still seen); second timers merged %d (net/http's Client.Timeout and the context's, one expiry, reported once)\n",
+	fmt.Fprintf(stderr, "totals: expiries seen %d, reported %d, lost %d (ring buffer full), undecodable %d; kernel events lost %d; storm guard trips %d, detached %v, expiries not seen (estimate) %d; hook runs the kernel skipped %d (go), %d (tcp); events behind the merge's watermark %d (delivered out of order); timers that fired on a context already cancelled by a parent's expiry %d (reported as the parent's); storm guard sheds %d (detail and call probes only, every expiry still seen); second timers merged %d (a deadline's two timers: net/http's Client.Timeout, grpc-go's server timer or a dial's socket deadline, and the context's; one expiry, reported once)\n",
 		g.ExpiryHits, reports, g.Dropped, g.DecodeErrors, t.Lost, s.Trips, s.Detached.Round(time.Millisecond), s.UnseenEstimate, g.Missed, t.Missed, p.Late(), g.Raced, s.Sheds, g.Merged)
 }
 
