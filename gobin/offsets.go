@@ -129,36 +129,47 @@ func (f FieldRef) InRelease(minor int) bool {
 // FieldOffset returns the byte offset of fieldPath within the struct
 // typeName: from DWARF when the binary has it, else from the generated layouts
 // (gobin/layouts/go.json) for the binary's Go release (major.minor) and architecture, which covers
-// the fields of ProbeFields; also for a type the binary's DWARF does not
-// describe (its itab kept, no live variable of it). Without DWARF and
-// outside the table it returns an error wrapping ErrNoOffsets.
+// the fields of ProbeFields. Without DWARF and outside the table it returns
+// an error wrapping ErrNoOffsets.
 func (b *Binary) FieldOffset(typeName, fieldPath string) (int64, error) {
 	off, err := b.DWARFFieldOffset(typeName, fieldPath)
-	if !errors.Is(err, errNoDWARF) && !errors.Is(err, errTypeNotInDWARF) {
+	if !errors.Is(err, errNoDWARF) {
 		return off, err
 	}
-	// A type the DWARF does not describe is read from the table as in a
-	// stripped binary; a field it lacks is not (a changed layout).
-	dwarfErr := err
-	release, ok := releaseOf(b.GoVersion)
-	if !ok && errors.Is(dwarfErr, errTypeNotInDWARF) {
-		return 0, dwarfErr
+	return b.tableFieldOffset(typeName, fieldPath)
+}
+
+// presentFieldOffset is FieldOffset for a type the binary is known to have
+// (by its itab): one its DWARF does not describe is read from the table
+// as in a stripped binary. Go 1.21 and 1.22 keep context.withoutCancelCtx's
+// itab without its DWARF type, and ContextItabs failed on it: no context
+// walk at all. Not for any type: a type absent from the DWARF can mean the
+// program does not have it (a swiss map in a GOEXPERIMENT=noswissmap
+// build), which the table, by release, cannot tell.
+func (b *Binary) presentFieldOffset(typeName, fieldPath string) (int64, error) {
+	off, err := b.FieldOffset(typeName, fieldPath)
+	if !errors.Is(err, errTypeNotInDWARF) {
+		return off, err
 	}
+	if off, terr := b.tableFieldOffset(typeName, fieldPath); terr == nil {
+		return off, nil
+	}
+	return 0, err
+}
+
+// tableFieldOffset is the offset of fieldPath in typeName from the
+// generated layouts for the binary's Go release and architecture.
+func (b *Binary) tableFieldOffset(typeName, fieldPath string) (int64, error) {
+	release, ok := releaseOf(b.GoVersion)
 	if !ok {
 		return 0, fmt.Errorf("resolve %s.%s: %w: unparsable version %q", typeName, fieldPath, ErrNoOffsets, b.GoVersion)
 	}
 	t, err := layoutTable("go")
-	if err != nil && errors.Is(dwarfErr, errTypeNotInDWARF) {
-		return 0, dwarfErr
-	}
 	if err != nil {
 		return 0, fmt.Errorf("resolve %s.%s: %w", typeName, fieldPath, err)
 	}
 	if off, ok := t.Offset(layout.Key{Version: release, Arch: b.Arch}, typeName, fieldPath); ok {
 		return off, nil
-	}
-	if errors.Is(dwarfErr, errTypeNotInDWARF) {
-		return 0, dwarfErr
 	}
 	return 0, fmt.Errorf("resolve %s.%s: %w: binary has no DWARF and the table (%s) has no entry for go%s/%s",
 		typeName, fieldPath, ErrNoOffsets, strings.Join(t.Toolchains(), ", "), release, b.Arch)

@@ -341,13 +341,13 @@ func (b *Binary) contextItabs(itabs []Itab) ([]ContextItab, error) {
 			}
 			ci := ContextItab{Itab: it}
 			var err error
-			if ci.ParentOffset, err = b.FieldOffset(c.dwarf, c.parent); err != nil {
+			if ci.ParentOffset, err = b.presentFieldOffset(c.dwarf, c.parent); err != nil {
 				return nil, fmt.Errorf("context itabs: %w", err)
 			}
 			if c.name == typeValueCtx {
 				ci.Value, hasValue = true, true
-				k, err1 := b.FieldOffset(dwarfValueCtx, "key")
-				v, err2 := b.FieldOffset(dwarfValueCtx, "val")
+				k, err1 := b.presentFieldOffset(dwarfValueCtx, "key")
+				v, err2 := b.presentFieldOffset(dwarfValueCtx, "val")
 				if err := errors.Join(err1, err2); err != nil {
 					return nil, fmt.Errorf("context itabs: %w", err)
 				}
