@@ -77,6 +77,7 @@ const enum tt_go_tp_source *unused_go_tp_source __attribute__((unused));
 const enum tt_go_no_offset *unused_go_no_offset __attribute__((unused));
 const enum tt_go_af_found *unused_go_af_found __attribute__((unused));
 const enum tt_go_budget_src *unused_go_budget_src __attribute__((unused));
+const enum tt_go_children_map *unused_go_children_map __attribute__((unused));
 const struct creation *unused_creation __attribute__((unused));
 const struct pid_ptr *unused_pid_ptr __attribute__((unused));
 const struct grpc_stream *unused_grpc_stream __attribute__((unused));
@@ -347,11 +348,35 @@ __noinline int read_creator(struct tt_go_event *e, __u64 g, __u64 goid, const st
  * children_group returns the one group of cancelCtx c's children map (a
  * Swiss map small enough to be one group of 8 slots), its control word in
  * *ctrl; 0 when c has no children or more than one group holds them.
+ * Before Go 1.24 (TT_CHILDREN_HMAP) the map is a runtime.hmap: with B 0
+ * (at most 8 entries) its one bucket, whose tophash bytes (an entry's is
+ * at least 5: 0 and 1 are empty, 2-4 evacuated) are made a Swiss control
+ * word (high bit set: no entry), so that child_at reads both alike.
+ * Global: its stack is not added to its callers' (the expiry probes'
+ * deepest call chain is near the verifier's 512 bytes).
  */
-static __always_inline __u64 children_group(__u64 c, const struct tt_go_offsets *off, __u64 *ctrl)
+__noinline __u64 children_group(__u64 c, const struct tt_go_offsets *off, __u64 *ctrl)
 {
+	if (!off || !ctrl)
+		return 0;
 	__u64 m = read_u64(c + off->cancelctx_children);
-	if (!m || read_u64(m + off->map_dirlen) != 0)
+	if (!m)
+		return 0;
+	if (off->has_children == TT_CHILDREN_HMAP) {
+		if (read_u64(m + off->map_dirlen) & 0xff) /* B: one byte, little-endian */
+			return 0;
+		__u64 bucket = read_u64(m + off->map_dirptr);
+		if (!bucket)
+			return 0;
+		__u64 top = read_u64(bucket), cw = 0;
+#pragma unroll
+		for (int s = 0; s < 8; s++)
+			if (((top >> (8 * s)) & 0xff) < 5)
+				cw |= 0x80ULL << (8 * s);
+		*ctrl = cw;
+		return bucket;
+	}
+	if (read_u64(m + off->map_dirlen) != 0)
 		return 0;
 	__u64 grp = read_u64(m + off->map_dirptr);
 	if (grp)
@@ -368,15 +393,27 @@ static __always_inline __u64 children_group(__u64 c, const struct tt_go_offsets 
  * TestChildrenSlotLayout checks the layout on the toolchain.
  */
 #define TT_CHILD_SLOT 24
+/* An hmap bucket's keys follow its 8 tophash bytes, 16 bytes each (the
+ * struct{} values take no room). */
+#define TT_CHILD_KEY 16
+
+/* Slot s of a children group: the canceler interface's itab word. */
+static __always_inline __u64 child_slot(__u64 grp, const struct tt_go_offsets *off, int s)
+{
+	return grp + 8 + (off->has_children == TT_CHILDREN_HMAP ? TT_CHILD_KEY : TT_CHILD_SLOT) * s;
+}
 
 /* The canceler in slot s of a children group (each canceler's cancelCtx
  * is first in it: the interface's data word, 8 bytes into the slot), 0 for
- * an empty or deleted slot. */
-static __always_inline __u64 child_at(__u64 grp, __u64 ctrl, int s)
+ * an empty or deleted slot; *itab its itab. Global, like children_group:
+ * its stack is not its callers'. */
+__noinline __u64 child_at(__u64 grp, __u64 ctrl, const struct tt_go_offsets *off, int s, __u64 *itab)
 {
-	if ((ctrl >> (8 * s)) & 0x80)
+	if (!off || !itab || s < 0 || s > 7 || ((ctrl >> (8 * s)) & 0x80))
 		return 0;
-	return read_u64(grp + 8 + TT_CHILD_SLOT * s + 8);
+	__u64 slot = child_slot(grp, off, s);
+	*itab = read_u64(slot);
+	return read_u64(slot + 8);
 }
 
 /*
@@ -512,10 +549,11 @@ __noinline int read_children_waiters(struct tt_go_event *e, __u64 c, const struc
 	for (int s = 0; s < 8; s++) {
 		if (e->waiters >= TT_GO_WAITERS)
 			break;
-		__u64 child = child_at(grp, ctrl, s);
+		__u64 itab = 0;
+		__u64 child = child_at(grp, ctrl, off, s, &itab);
 		if (!child)
 			continue;
-		if (cl && cl->afterfunc_itab && read_u64(grp + 8 + TT_CHILD_SLOT * s) == cl->afterfunc_itab)
+		if (cl && cl->afterfunc_itab && itab == cl->afterfunc_itab)
 			read_afterfunc(e, child, off, cl);
 		else
 			read_chan_waiters(e, child, off, cl);
@@ -544,7 +582,8 @@ __noinline int read_grandchildren_waiters(struct tt_go_event *e, __u64 c, const 
 	for (int s = 0; s < 8; s++) {
 		if (e->waiters >= TT_GO_WAITERS)
 			break;
-		__u64 child = child_at(grp, ctrl, s);
+		__u64 itab = 0;
+		__u64 child = child_at(grp, ctrl, off, s, &itab);
 		if (child)
 			read_children_waiters(e, child, off, cl);
 	}

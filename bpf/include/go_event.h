@@ -25,6 +25,12 @@ enum tt_go_budget_src {
 };
 #define TT_BUDGET_FRAMES 2
 
+/* tt_go_offsets.has_children: how a cancelCtx's children map is laid out. */
+enum tt_go_children_map {
+	TT_CHILDREN_SWISS = 1, /* internal/runtime/maps.Map (Go 1.24+) */
+	TT_CHILDREN_HMAP = 2,  /* runtime.hmap (before) */
+};
+
 /* Struct field offsets in the traced binary, resolved in userspace (DWARF, else a table by Go version). */
 struct tt_go_offsets {
 	__u32 timerctx_deadline;   /* context.timerCtx.deadline (a time.Time: wall, ext, loc) */
@@ -60,10 +66,12 @@ struct tt_go_offsets {
 	/* The children map (Go 1.24+ swiss maps: a small map's dirPtr is its
 	 * one group, a control word then 8 slots of {canceler, struct{}}, 24
 	 * bytes each); 0
-	 * in has_children: only the context's own Done is read. */
+	 * in has_children: only the context's own Done is read; TT_CHILDREN_HMAP:
+	 * a runtime.hmap (before Go 1.24), map_dirptr its buckets, map_dirlen
+	 * its B (one byte). */
 	__u32 has_children;
-	__u32 map_dirptr;          /* internal/runtime/maps.Map.dirPtr */
-	__u32 map_dirlen;          /* internal/runtime/maps.Map.dirLen */
+	__u32 map_dirptr;          /* internal/runtime/maps.Map.dirPtr (runtime.hmap.buckets) */
+	__u32 map_dirlen;          /* internal/runtime/maps.Map.dirLen (runtime.hmap.B) */
 	__u32 g_selectdone;        /* runtime.g.selectDone, 0: unknown */
 	/* runtime.g.atomicstatus, 0: unknown (the deadline's creator is not
 	 * read at the expiry: a running goroutine's saved stack is stale). */

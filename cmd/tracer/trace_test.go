@@ -25,6 +25,7 @@ type targetCounts struct {
 	AtCreation int `json:"at_creation"`
 	Met        int `json:"met"`
 	HTTP       int `json:"http"`
+	Dial       int `json:"dial"` // dials expired in SYN retries (-dial), among Expired
 }
 
 // traceRun is one traced run of the deadlines target.
@@ -293,6 +294,51 @@ func TestTraceBuildVariants(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTraceOldToolchain: a target built with Go 1.22 (fetched from the
+// module proxy on first use), with no detail tier. Three things such a
+// binary lost before session 22: its context walk (Go 1.21 and 1.22 keep
+// withoutCancelCtx's itab without its DWARF type; ContextItabs failed on
+// it), the children of an expiring context (a runtime.hmap before Go 1.24,
+// not a swiss map: outerShort's goroutine waits on a child), and a dial
+// whose socket deadline fired first (found in connect's frame: its
+// goroutine waits in the poller, its interrupter on the context). Every
+// expiry reported once; every fired timer's waiting_at in main or
+// net/http, or connect for the dials, each bound through it.
+func TestTraceOldToolchain(t *testing.T) {
+	requireGoTracing(t)
+	bin := testprog.Standalone(t, "deadlines", "go1.22.12", []string{"GOTOOLCHAIN=go1.22.12"})
+	run := runTraced(t, bin, []string{"-rounds", "3", "-dial", "-budget", "300ms"}, "--detail", "never")
+	checkExact(t, run)
+	dials, outer := 0, 0
+	for _, r := range run.reports {
+		if r.Expiry != "timer_fired" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(r.WaitingAt, "net.(*netFD).connect"):
+			dials++
+			via := false
+			if r.Cause != nil {
+				for _, c := range r.Cause.Connections {
+					via = via || c.Via == "waiting:net.(*netFD).connect"
+				}
+			}
+			if !via {
+				t.Errorf("a dial's report not bound through connect (timer %q): %s", r.Timer, causeText(r.Cause))
+			}
+		case strings.HasPrefix(r.WaitingAt, "main.outerShort"):
+			outer++
+		case strings.HasPrefix(r.WaitingAt, "main.") || strings.HasPrefix(r.WaitingAt, "net/http."):
+		default:
+			t.Errorf("waiting_at %q (stack %q), want main.*, net/http.* or connect", r.WaitingAt, r.WaitingStack)
+		}
+	}
+	t.Logf("%d reports: %d dials waiting in connect (the target's %d), %d outerShort waiting on a child", len(run.reports), dials, run.target.Dial, outer)
+	if dials != run.target.Dial || outer != 3 {
+		t.Errorf("%d dials waiting in connect, want %d; %d outerShort reports waiting on its child, want 3", dials, run.target.Dial, outer)
 	}
 }
 

@@ -86,6 +86,13 @@ const (
 	godeadlineTtGoBudgetSrcTT_BUDGET_TIMEOUT_HANDLER godeadlineTtGoBudgetSrc = 2
 )
 
+type godeadlineTtGoChildrenMap uint32
+
+const (
+	godeadlineTtGoChildrenMapTT_CHILDREN_SWISS godeadlineTtGoChildrenMap = 1
+	godeadlineTtGoChildrenMapTT_CHILDREN_HMAP  godeadlineTtGoChildrenMap = 2
+)
+
 type godeadlineTtGoConnLayout struct {
 	_                 structs.HostLayout
 	WrapItab          [2]uint64
@@ -360,6 +367,7 @@ const (
 	godeadlineVarUnusedCreation       = "unused_creation"
 	godeadlineVarUnusedGoAfFound      = "unused_go_af_found"
 	godeadlineVarUnusedGoBudgetSrc    = "unused_go_budget_src"
+	godeadlineVarUnusedGoChildrenMap  = "unused_go_children_map"
 	godeadlineVarUnusedGoConnLayout   = "unused_go_conn_layout"
 	godeadlineVarUnusedGoCtxItab      = "unused_go_ctx_itab"
 	godeadlineVarUnusedGoEvent        = "unused_go_event"
@@ -455,6 +463,7 @@ type godeadlineVariableSpecs struct {
 	UnusedCreation      *ebpf.VariableSpec `ebpf:"unused_creation"`
 	UnusedGoAfFound     *ebpf.VariableSpec `ebpf:"unused_go_af_found"`
 	UnusedGoBudgetSrc   *ebpf.VariableSpec `ebpf:"unused_go_budget_src"`
+	UnusedGoChildrenMap *ebpf.VariableSpec `ebpf:"unused_go_children_map"`
 	UnusedGoConnLayout  *ebpf.VariableSpec `ebpf:"unused_go_conn_layout"`
 	UnusedGoCtxItab     *ebpf.VariableSpec `ebpf:"unused_go_ctx_itab"`
 	UnusedGoEvent       *ebpf.VariableSpec `ebpf:"unused_go_event"`
@@ -534,6 +543,7 @@ type godeadlineVariables struct {
 	UnusedCreation      *ebpf.Variable `ebpf:"unused_creation"`
 	UnusedGoAfFound     *ebpf.Variable `ebpf:"unused_go_af_found"`
 	UnusedGoBudgetSrc   *ebpf.Variable `ebpf:"unused_go_budget_src"`
+	UnusedGoChildrenMap *ebpf.Variable `ebpf:"unused_go_children_map"`
 	UnusedGoConnLayout  *ebpf.Variable `ebpf:"unused_go_conn_layout"`
 	UnusedGoCtxItab     *ebpf.Variable `ebpf:"unused_go_ctx_itab"`
 	UnusedGoEvent       *ebpf.Variable `ebpf:"unused_go_event"`

@@ -53,11 +53,20 @@ func (p *Process) resolveWaiters(offs *godeadlineTtGoOffsets) {
 	// was).
 	dp, err1 := p.bin.FieldOffset("internal/runtime/maps.Map", "dirPtr")
 	dl, err2 := p.bin.FieldOffset("internal/runtime/maps.Map", "dirLen")
-	if err1 != nil || err2 != nil {
-		p.log.Debug("waiting_at from the context's own Done channel only", "err", errors.Join(err1, err2))
+	if err1 == nil && err2 == nil {
+		offs.HasChildren, offs.MapDirptr, offs.MapDirlen = uint32(godeadlineTtGoChildrenMapTT_CHILDREN_SWISS), uint32(dp), uint32(dl)
 		return
 	}
-	offs.HasChildren, offs.MapDirptr, offs.MapDirlen = 1, uint32(dp), uint32(dl)
+	// Before Go 1.24 (or GOEXPERIMENT=noswissmap): a runtime.hmap, read
+	// when it is one bucket (B 0: at most 8 children). From DWARF only: the
+	// generated table does not carry the hmap.
+	bk, err3 := p.bin.FieldOffset("runtime.hmap", "buckets")
+	b, err4 := p.bin.FieldOffset("runtime.hmap", "B")
+	if err3 != nil || err4 != nil {
+		p.log.Debug("waiting_at from the context's own Done channel only", "err", errors.Join(err1, err2, err3, err4))
+		return
+	}
+	offs.HasChildren, offs.MapDirptr, offs.MapDirlen = uint32(godeadlineTtGoChildrenMapTT_CHILDREN_HMAP), uint32(bk), uint32(b)
 }
 
 // waiters decodes the goroutines parked on the expiring context's Done

@@ -38,6 +38,58 @@ func Variant(tb testing.TB, name, key string, env []string, flags ...string) str
 	return buildWith(tb, name+"-"+key, name, env, flags)
 }
 
+// Standalone builds lab/testprog/<name> as a module of its own (a go.mod
+// that asks for Go 1.21, not the repository's), so that a toolchain older
+// than the repository's can build it: env picks it (GOTOOLCHAIN=go1.22.12,
+// fetched from the module proxy on first use). Only for programs that
+// import nothing but the standard library. Cached under key.
+func Standalone(tb testing.TB, name, key string, env []string) string {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	id := name + "-" + key
+	if p, ok := built[id]; ok {
+		return p
+	}
+	_, self, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(self), name)
+	mod, err := os.MkdirTemp("", "tt-standalone")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(mod) })
+	files, _ := filepath.Glob(filepath.Join(src, "*.go"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mod, filepath.Base(f)), b, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module "+name+"\n\ngo 1.21\n"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "tt-testprog")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		os.Chmod(d, 0o755)
+		dir = d
+	}
+	out := filepath.Join(dir, id)
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = mod
+	cmd.Env = append(os.Environ(), append([]string{"GOFLAGS=-mod=mod", "GOWORK=off"}, env...)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("build %s: %v\n%s", id, err, b)
+	}
+	built[id] = out
+	return out
+}
+
 func build(tb testing.TB, name, rel string) string {
 	if d := os.Getenv("TT_TEST_BIN_DIR"); d != "" {
 		return filepath.Join(d, name)
