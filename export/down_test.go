@@ -235,7 +235,11 @@ func TestOTLPMemoryFlatEndpointDown(t *testing.T) {
 	}
 	h, s := steadyTimeoutsEndpointDown(t, 10, 100)
 	floors, peak := h.floors(), slices.Max(h.bytes)
-	early, late := slices.Max(floors[1:4]), slices.Max(floors[7:])
+	// A leak raises every later floor: the lowest of the last three
+	// minutes against the highest of the early ones. One minute of the
+	// last three without a GC read 12.6 MiB in a CI rehearsal (December
+	// 6 2026) beside 8.9-9.0 for every other minute: not a leak.
+	early, late := slices.Max(floors[1:4]), slices.Min(floors[7:])
 	if late > early+1<<20 {
 		t.Errorf("live heap floor %.1f MiB in minutes 8-10, %.1f MiB in minutes 2-4: it grows with the outage",
 			late/(1<<20), early/(1<<20))

@@ -115,10 +115,14 @@ func TestOtherToolchains(t *testing.T) {
 				// Every context type the walk follows, when the binary
 				// has its itab: one whose DWARF type is missing (Go
 				// 1.22's withoutCancelCtx, its itab kept) is read from
-				// the table, not the end of every context walk.
-				for _, b := range []*Binary{plain, stripped} {
-					if _, err := b.ContextItabs(); err != nil {
-						t.Errorf("%s: context itabs: %v", arch, err)
+				// the table, not the end of every context walk. From
+				// Go 1.21, the first release the table covers (1.20's
+				// timerCtx is laid out otherwise: no walk there, said).
+				if _, minor, _ := goRelease(tc); minor >= 21 {
+					for _, b := range []*Binary{plain, stripped} {
+						if _, err := b.ContextItabs(); err != nil {
+							t.Errorf("%s: context itabs: %v", arch, err)
+						}
 					}
 				}
 				for _, f := range ProbeFields() {
