@@ -26,7 +26,7 @@ func (p *Pipeline) guardTick(now time.Time) {
 		return
 	}
 	extra := p.goP.Detail() || (p.cfg.Audit && !p.auditShed)
-	d, reason := p.guard.TickCold(now, s.UprobeHits(), s.ColdHits(), s.ExpiryHits, extra)
+	d, reason := p.guard.TickCold(now, s.UprobeHits(), s.ColdRuns, s.ExpiryHits, extra)
 	pid := uint32(p.cfg.PID)
 	ps := p.proc(pid)
 	switch d {

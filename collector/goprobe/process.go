@@ -397,15 +397,8 @@ func (p *Process) detach() error {
 // UprobeHits is the number of uprobe traps the process has taken from these
 // probes: what a request pays.
 func (s Stats) UprobeHits() uint64 {
-	return s.ColdHits() + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits + s.RoundTripHits +
+	return s.ColdRuns + s.CreateHits + s.ReturnHits + s.HeaderHits + s.RequestHits + s.SpanHits + s.RoundTripHits +
 		s.GRPCHeaderHits + s.GRPCStreamHits + s.DialHits + s.NewprocHits
-}
-
-// ColdHits is the number of uprobe traps the cold tier took: its runs
-// (at least one per expiry seen: ExpiryHits bounds it from below, for
-// counters read before any run was counted).
-func (s Stats) ColdHits() uint64 {
-	return max(s.ColdRuns, s.ExpiryHits)
 }
 
 // Bindings delivers request -> connection bindings seen by the detail

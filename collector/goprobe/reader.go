@@ -67,8 +67,8 @@ func (n *Node) read(poll time.Duration) {
 // notExpiredSlack: a context reported by net/http's doCancel whose
 // deadline is further than this past the probe's clock was not expiring:
 // the program closed its request's Cancel channel itself. Likewise a
-// dial's context found when a socket write deadline fired that was not
-// the context's (a program's own SetWriteDeadline during a dial). The timer that
+// dial's context found when a socket write deadline fired whose own
+// deadline is not yet due (not the one the socket's was set from). The timer that
 // calls doCancel fires at the deadline or after; the slack covers the
 // mapping of the monotonic clock to the wall clock.
 const notExpiredSlack = 20 * time.Millisecond

@@ -51,43 +51,31 @@ func Standalone(tb testing.TB, name, key string, env []string) string {
 	if p, ok := built[id]; ok {
 		return p
 	}
-	_, self, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(self), name)
 	mod, err := os.MkdirTemp("", "tt-standalone")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { os.RemoveAll(mod) })
-	files, _ := filepath.Glob(filepath.Join(src, "*.go"))
+	files, _ := filepath.Glob(filepath.Join(srcDir(name), "*.go"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(mod, filepath.Base(f)), b, 0o644)
 		}
-		if err := os.WriteFile(filepath.Join(mod, filepath.Base(f)), b, 0o644); err != nil {
+		if err != nil {
 			tb.Fatal(err)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module "+name+"\n\ngo 1.21\n"), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "tt-testprog")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		os.Chmod(d, 0o755)
-		dir = d
-	}
-	out := filepath.Join(dir, id)
-	cmd := exec.Command("go", "build", "-o", out, ".")
-	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), append([]string{"GOFLAGS=-mod=mod", "GOWORK=off"}, env...)...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("build %s: %v\n%s", id, err, b)
-	}
-	built[id] = out
-	return out
+	return buildLocked(tb, id, mod, append([]string{"GOFLAGS=-mod=mod", "GOWORK=off"}, env...), nil)
+}
+
+// srcDir is the directory of lab/testprog/<rel>.
+func srcDir(rel string) string {
+	_, self, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(self), rel)
 }
 
 func build(tb testing.TB, name, rel string) string {
@@ -103,6 +91,11 @@ func buildWith(tb testing.TB, name, rel string, env, flags []string) string {
 	if p, ok := built[name]; ok {
 		return p
 	}
+	return buildLocked(tb, name, srcDir(rel), env, flags)
+}
+
+// buildLocked builds the package in src as name (mu held).
+func buildLocked(tb testing.TB, name, src string, env, flags []string) string {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "tt-testprog")
 		if err != nil {
@@ -111,10 +104,9 @@ func buildWith(tb testing.TB, name, rel string, env, flags []string) string {
 		os.Chmod(d, 0o755) // tests may run a program as another user
 		dir = d
 	}
-	_, self, _, _ := runtime.Caller(0)
 	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", append(append([]string{"build", "-o", out}, flags...), ".")...)
-	cmd.Dir = filepath.Join(filepath.Dir(self), rel)
+	cmd.Dir = src
 	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("build %s: %v\n%s", name, err, b)
