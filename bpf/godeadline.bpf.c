@@ -905,6 +905,10 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind, __u64 c, __
 		}
 	}
 	e->parent_ctx = read_u64(c + off->timerctx_parent + 8);
+	{
+		struct task_struct *task = bpf_get_current_task_btf();
+		e->proc_start_ns = BPF_CORE_READ(task, group_leader, start_time);
+	}
 	if (off->has_waiters && kind != TT_GO_EXPIRED_AT_CREATION && kind != TT_GO_TIMER_FIRED_CANCELLED) {
 		const struct tt_go_conn_layout *cl = bpf_map_lookup_elem(&go_conns, &tgid);
 		read_waiters(e, c, off, cl);

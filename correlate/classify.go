@@ -156,6 +156,11 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 	cause.Note = strings.Join(notes, "; ")
 	checkWaiting(&cause, d)
 	c.applyLocal(&cause, d)
+	if p := c.procs[d.PID]; p != nil && p.accepted {
+		// A server's deadlines are set as its requests come, not as it
+		// starts: its start bounds their budgets too loosely to say.
+		d.ProcStart = time.Time{}
+	}
 	return Report{Deadline: *d, Cause: cause}
 }
 

@@ -1342,3 +1342,32 @@ func TestConnectingAtTheExpiry(t *testing.T) {
 		})
 	}
 }
+
+// A deadline whose creation was not seen is bounded by its process's start
+// (budget_from process_start) in a client, a one-shot program; not in a
+// server (a process seen accepting a connection), whose deadlines are set
+// as its requests come.
+func TestProcessStartBoundsOnlyClients(t *testing.T) {
+	for _, server := range []bool{false, true} {
+		sc := newScenario("t", "")
+		if server {
+			in := sc.conn(1, 10, "proxy", "10.0.0.1:8080", "10.0.0.9:50123", 100*time.Microsecond)
+			in.tcp(900, event.TCPEstablished, oldState(stateSynRecv))
+		}
+		up := sc.conn(2, 10, "proxy", "10.0.0.1:41000", "10.0.0.2:9000", 100*time.Microsecond)
+		up.handshake(1001, 7)
+		up.act(1002, 7, true)
+		sc.deadline(10, "proxy", 1000, 500, 7, "main.handler", noDetail(), func(d *event.Deadline) { d.ProcStart = wall(980) })
+		rs, _ := run(t, Config{}, sc)
+		if len(rs) != 1 {
+			t.Fatalf("%d reports", len(rs))
+		}
+		b, from, ok := rs[0].Deadline.BudgetFrom()
+		switch {
+		case server && ok:
+			t.Errorf("a server's deadline: budget %v from %s, want none", b, from)
+		case !server && (!ok || from != "process_start" || b != 520*time.Millisecond):
+			t.Errorf("a client's deadline: budget %v from %q (%v), want 520ms from process_start", b, from, ok)
+		}
+	}
+}

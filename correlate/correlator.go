@@ -250,6 +250,9 @@ func (c *Correlator) onTCP(e *event.TCP) {
 	switch {
 	case e.Kind == event.TCPEstablished && e.OldState == stateSynRecv:
 		s.inbound = true
+		if s.proc != nil {
+			s.proc.accepted = true
+		}
 	case e.Kind == event.TCPConnect:
 		s.outbound = true
 	}
@@ -367,6 +370,9 @@ func (c *Correlator) InboundAtAttach(cookies []uint64, mono uint64) {
 		i := c.socketIndex(k, mono)
 		if s := &c.socks[i]; !s.outbound {
 			s.inbound = true
+			if s.proc != nil {
+				s.proc.accepted = true
+			}
 		}
 	}
 }

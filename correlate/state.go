@@ -136,6 +136,9 @@ type goroutine struct {
 type proc struct {
 	pid      uint32
 	socks    []int32          // slots of its sockets
+	// accepted: a connection the process accepted was seen (a server);
+	// its start then bounds no deadline's budget usefully.
+	accepted bool
 	gors     map[uint64]int32 // goid → slot of its goroutines with bindings
 	lastSeen uint64
 	// Activity seen for the process: the activity producer covers it.
@@ -224,6 +227,9 @@ func (c *Correlator) indexSocket(i int32, pid uint32, t uint64) {
 	p := c.procFor(pid, t)
 	s := &c.socks[i]
 	s.pid, s.proc = pid, p
+	if s.inbound {
+		p.accepted = true
+	}
 	s.pidPos = int32(len(p.socks))
 	p.socks = append(p.socks, i)
 }

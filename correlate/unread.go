@@ -202,14 +202,15 @@ func peerOf(cookie uint64, cands []*evidence) string {
 
 // lifeOf is the context's life up to the expiry: from its creation when
 // seen, else its budget (from its span's start) and how late its timer
-// fired.
+// fired. Not from the process's start: a bound that can be far longer than
+// the context's life would make a slow peer's part look small.
 func lifeOf(d *event.Deadline) (time.Duration, bool) {
 	if e, ok := d.Elapsed(); ok {
 		return e, true
 	}
-	b, _, ok := d.BudgetFrom()
+	b, from, ok := d.BudgetFrom()
 	late, ok2 := d.Late()
-	if !ok || !ok2 || b <= 0 {
+	if !ok || !ok2 || b <= 0 || from == "process_start" {
 		return 0, false
 	}
 	return b + late, true

@@ -92,6 +92,10 @@ type Deadline struct {
 	// its context chain (zero: none, or its type records no start), read
 	// at the expiry: the budget's start when the creation was not seen.
 	SpanStart time.Time
+	// ProcStart is when the process began (its fork: at or before its
+	// exec), read at the expiry; zero when not read. Nothing the process
+	// did, setting this deadline included, came before it.
+	ProcStart time.Time
 	// SetBudget is the duration the deadline was made from, read at the
 	// expiry without its creation, and SetBudgetFrom where:
 	// "client_timeout" (net/http's Client.Timeout, from a waiter's
@@ -357,9 +361,31 @@ func (d *Deadline) SpanBudget() (time.Duration, bool) {
 	return d.Deadline.Sub(d.SpanStart), true
 }
 
+// ProcessBudgetMax bounds ProcessBudget: a deadline further than this
+// from its process's start says nothing useful about its budget.
+const ProcessBudgetMax = time.Minute
+
+// ProcessBudget is the time from the process's start (ProcStart) to the
+// deadline, when at most ProcessBudgetMax: an upper bound of the
+// deadline's budget (the process set it after it began), and close to it
+// for a program that sets its deadline as it starts (a CLI, a one-shot
+// job, an exec probe), whose creation no probe sees (it comes before any
+// attach).
+func (d *Deadline) ProcessBudget() (time.Duration, bool) {
+	if d.ProcStart.IsZero() || d.ProcStart.After(d.Deadline) {
+		return 0, false
+	}
+	b := d.Deadline.Sub(d.ProcStart)
+	if b > ProcessBudgetMax {
+		return 0, false
+	}
+	return b, true
+}
+
 // BudgetFrom is Budget when the creation was seen ("creation"), else the
 // duration a deadline was made from, read at the expiry (SetBudgetFrom:
-// "client_timeout", "timeout_handler"), else SpanBudget ("span_start").
+// "client_timeout", "timeout_handler"), else SpanBudget ("span_start"),
+// else ProcessBudget ("process_start"). The last two are upper bounds.
 func (d *Deadline) BudgetFrom() (time.Duration, string, bool) {
 	if b, ok := d.Budget(); ok {
 		return b, "creation", true
@@ -369,6 +395,9 @@ func (d *Deadline) BudgetFrom() (time.Duration, string, bool) {
 	}
 	if b, ok := d.SpanBudget(); ok {
 		return b, "span_start", true
+	}
+	if b, ok := d.ProcessBudget(); ok {
+		return b, "process_start", true
 	}
 	return 0, "", false
 }

@@ -95,7 +95,11 @@ func TestBudgetFrom(t *testing.T) {
 			SetBudget: time.Second, SetBudgetFrom: "client_timeout", SpanStart: deadline.Add(-3 * time.Second)}, 200 * time.Millisecond, "creation"},
 		{"client timeout", Deadline{Deadline: deadline, SetBudget: time.Second, SetBudgetFrom: "client_timeout", SpanStart: deadline.Add(-3 * time.Second)}, time.Second, "client_timeout"},
 		{"timeout handler", Deadline{Deadline: deadline, SetBudget: 300 * time.Millisecond, SetBudgetFrom: "timeout_handler"}, 300 * time.Millisecond, "timeout_handler"},
-		{"span", Deadline{Deadline: deadline, SpanStart: deadline.Add(-3 * time.Second)}, 3 * time.Second, "span_start"},
+		{"span", Deadline{Deadline: deadline, SpanStart: deadline.Add(-3 * time.Second), ProcStart: deadline.Add(-4 * time.Second)}, 3 * time.Second, "span_start"},
+		{"process", Deadline{Deadline: deadline, ProcStart: deadline.Add(-1010 * time.Millisecond)}, 1010 * time.Millisecond, "process_start"},
+		{"process a minute before", Deadline{Deadline: deadline, ProcStart: deadline.Add(-ProcessBudgetMax)}, ProcessBudgetMax, "process_start"},
+		{"process longer before", Deadline{Deadline: deadline, ProcStart: deadline.Add(-ProcessBudgetMax - time.Millisecond)}, 0, ""},
+		{"process after the deadline", Deadline{Deadline: deadline, ProcStart: deadline.Add(time.Millisecond)}, 0, ""},
 		{"span after the deadline", Deadline{Deadline: deadline, SpanStart: deadline.Add(time.Second)}, 0, ""},
 		{"none", Deadline{Deadline: deadline}, 0, ""},
 	} {

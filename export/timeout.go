@@ -26,9 +26,11 @@ type TimeoutJSON struct {
 	// saw the deadline set), "client_timeout" (net/http's Client.Timeout,
 	// the deadline being the one a client made from it, read at the
 	// expiry), "timeout_handler" (an http.TimeoutHandler's duration,
-	// likewise) or "span_start" (the start of the span above
+	// likewise), "span_start" (the start of the span above
 	// it in the context chain, read at the expiry: the request's whole
-	// allowance as its span saw it).
+	// allowance as its span saw it) or "process_start" (the process's
+	// start, when at most a minute before the deadline: a one-shot
+	// program's whole allowance). The last two are upper bounds.
 	BudgetFrom string   `json:"budget_from,omitempty"`
 	ElapsedMs  *float64 `json:"elapsed_ms"`
 	CreatedAt  *string  `json:"created_at"`
@@ -304,8 +306,11 @@ func (w *TimeoutWriter) Write(d *event.Deadline) error {
 	budget, elapsed, created := "?", "?", "? (detail probes were off)"
 	if b, from, ok := d.BudgetFrom(); ok {
 		budget = fmtDur(b)
-		if from == "span_start" {
+		switch from {
+		case "span_start":
 			budget = "≤" + budget + " (span)"
+		case "process_start":
+			budget = "≤" + budget + " (process)"
 		}
 	}
 	if e, ok := d.Elapsed(); ok {

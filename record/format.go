@@ -116,6 +116,7 @@ type line struct {
 	WaitingAt     string   `json:"waiting_at,omitempty"`
 	WaitersRead   bool     `json:"waiters_read,omitempty"`
 	SpanStart     string   `json:"span_start,omitempty"`
+	ProcStart     string   `json:"proc_start,omitempty"`
 	SetBudget     string   `json:"set_budget,omitempty"`
 	SetBudgetFrom string   `json:"set_budget_from,omitempty"`
 
@@ -217,13 +218,14 @@ func toLine(ev event.Any, l *line) error {
 		if e.Kind != 0 {
 			l.Kind = e.Kind.String()
 		}
-		var err2, err3, err4 error
+		var err2, err3, err4, err5 error
 		l.Time, err = timeString(e.Time)
 		l.Deadline, err2 = timeString(e.Deadline)
 		l.Created, err3 = timeString(e.Created)
 		l.SpanStart, err4 = timeString(e.SpanStart)
+		l.ProcStart, err5 = timeString(e.ProcStart)
 		l.SetBudget, l.SetBudgetFrom = durString(e.SetBudget), e.SetBudgetFrom
-		err = errors.Join(err, err2, err3, err4)
+		err = errors.Join(err, err2, err3, err4, err5)
 	case *event.SockActivity:
 		*l = line{
 			Type: TypeActivity, Mono: e.Mono, PID: e.PID, Cookie: e.Cookie,
@@ -326,6 +328,8 @@ func fromLine(l *line) (event.Any, error) {
 		check("created", err)
 		e.SpanStart, err = parseTime(l.SpanStart)
 		check("span_start", err)
+		e.ProcStart, err = parseTime(l.ProcStart)
+		check("proc_start", err)
 		e.SetBudget, err = parseDur(l.SetBudget)
 		check("set_budget", err)
 		e.SetBudgetFrom = l.SetBudgetFrom

@@ -461,6 +461,12 @@ struct tt_go_event {
 	 * (tt_go_conn_layout.getconn_lo), where its wantConn is looked for;
 	 * 0: none. */
 	__u64 getconn_fp;
+	/* CLOCK_MONOTONIC when the process began (its thread group leader's
+	 * task start_time: the fork that became it, at or before its exec).
+	 * No deadline of the process was set before it: deadline - this is
+	 * an upper bound of any budget, close to it for a program that sets
+	 * its deadline as it starts (a CLI, a one-shot job). */
+	__u64 proc_start_ns;
 };
 
 #endif

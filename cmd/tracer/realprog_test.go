@@ -289,50 +289,54 @@ type realCase struct {
 	name   string // in the table, when not prog (another way to drive it)
 	faults []realFault
 	drive  func(e *realEnv) (int, string)
+	// budgets are the deadlines the driver configures the program with
+	// (its flags): a budget_ms that is an upper bound (span_start,
+	// process_start) is never below the shortest. Nil: not checked.
+	budgets []time.Duration
 }
 
 var realCases = []realCase{
 	{"vegeta", "", []realFault{faultSlowPeer, faultMidRun, faultAttachMid, faultLoss}, func(e *realEnv) (int, string) {
 		return e.vegeta("http://" + e.http + "/work")
-	}},
+	}, []time.Duration{1500 * time.Millisecond}},
 	{"vegeta", "vegeta-storm", []realFault{faultStorm}, func(e *realEnv) (int, string) {
 		// No rate limit: 50 workers, each sending its next request as
 		// soon as the last one timed out after 100 ms (about 500
 		// timeouts a second, each on a new connection).
 		return e.vegetaAttack("http://"+e.http+"/work", "-rate", "0", "-max-workers", "50", "-workers", "50",
 			"-duration", "4s", "-timeout", "100ms")
-	}},
+	}, []time.Duration{100 * time.Millisecond}},
 	{"hey", "", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
 		return e.hey("http://" + e.http + "/work")
-	}},
+	}, []time.Duration{2 * time.Second}},
 	{"vegeta", "vegeta-https", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
 		// HTTPS: vegeta speaks HTTP/2 when the server offers it, all its
 		// requests on one connection (golang.org/x/net/http2's transport,
 		// under net/http's Client.Timeout: a second timer).
 		return e.vegeta("https://"+e.https+"/work", "-insecure")
-	}},
+	}, []time.Duration{1500 * time.Millisecond}},
 	{"hey", "hey-https", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
 		// HTTPS, HTTP/1.1 over TLS (hey turns HTTP/2 off unless -h2).
 		return e.hey("https://" + e.https + "/work")
-	}},
+	}, []time.Duration{2 * time.Second}},
 	{"grpc_health_probe", "", []realFault{faultSlowPeer, faultBlackhole, faultRefused}, func(e *realEnv) (int, string) {
 		// Its defaults: 1 s to connect, 1 s for the RPC (a blackholed
 		// connect expires just before its first SYN retry).
 		return e.oneShots(5, func(out string) bool { return strings.Contains(out, "timeout:") }, "-addr", e.grpc)
-	}},
+	}, []time.Duration{time.Second}},
 	{"grpcurl", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		return e.oneShots(5, isTimeoutText,
 			"-plaintext", "-connect-timeout", "1.5", "-max-time", "1.5", e.grpc, "grpc.health.v1.Health/Check")
-	}},
+	}, []time.Duration{1500 * time.Millisecond}},
 	{"grpc_health_probe", "grpc_health_probe-tls", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		// gRPC over TLS: grpc-go's TLS credentials wrap the connection.
 		return e.oneShots(5, func(out string) bool { return strings.Contains(out, "timeout:") },
 			"-addr", e.grpcs, "-tls", "-tls-no-verify")
-	}},
+	}, []time.Duration{time.Second}},
 	{"grpcurl", "grpcurl-tls", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		return e.oneShots(5, isTimeoutText,
 			"-insecure", "-connect-timeout", "1.5", "-max-time", "1.5", e.grpcs, "grpc.health.v1.Health/Check")
-	}},
+	}, []time.Duration{1500 * time.Millisecond}},
 	{"blackbox_exporter", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		cfg := filepath.Join(e.dir, "blackbox.yml")
 		os.WriteFile(cfg, []byte("modules:\n  http_2xx:\n    prober: http\n    timeout: 1500ms\n"), 0o644)
@@ -369,15 +373,15 @@ var realCases = []realCase{
 			}
 		}
 		return n, sample
-	}},
+	}, []time.Duration{1500 * time.Millisecond}},
 	{"otel-cli", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		return e.oneShots(5, isTimeoutText, "span", "--traces-endpoint", "http://"+e.http+"/work", "--protocol", "http/protobuf",
 			"--timeout", "1500ms", "--name", "probe", "--service", "tt-realprog", "--fail", "--verbose")
-	}},
-	{"caddy", "", []realFault{faultBlackhole}, func(e *realEnv) (int, string) { return e.caddy(false) }},
+	}, []time.Duration{1500 * time.Millisecond}},
+	{"caddy", "", []realFault{faultBlackhole}, func(e *realEnv) (int, string) { return e.caddy(false) }, []time.Duration{time.Second}},
 	// Caddy over HTTPS: its callers speak HTTP/2 (ALPN), the
 	// traceparent comes from the stream's HEADERS.
-	{"caddy", "caddy-h2", []realFault{faultBlackhole}, func(e *realEnv) (int, string) { return e.caddy(true) }},
+	{"caddy", "caddy-h2", []realFault{faultBlackhole}, func(e *realEnv) (int, string) { return e.caddy(true) }, []time.Duration{time.Second}},
 	{"goose", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		// A database migration CLI (database/sql over pgx v5) against a
 		// real PostgreSQL, under -timeout (a context deadline over its
@@ -395,13 +399,13 @@ var realCases = []realCase{
 		host, port, _ := net.SplitHostPort(ep)
 		return e.oneShots(5, isTimeoutText, "-dir", dir, "-timeout", "3s", "postgres",
 			"host="+host+" port="+port+" user=postgres dbname=postgres sslmode=disable", "up")
-	}},
+	}, []time.Duration{3 * time.Second}},
 	{"etcdctl", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		// A database CLI against a real etcd: each run dials (1 s, a
 		// blocking dial under its own deadline) and puts a key (1.5 s).
 		ep := e.etcd()
 		return e.oneShots(5, isTimeoutText, "--endpoints", "http://"+ep, "--dial-timeout", "1s", "--command-timeout", "1500ms", "put", "tt-key", "v")
-	}},
+	}, []time.Duration{time.Second, 1500 * time.Millisecond}},
 }
 
 // etcd starts a real etcd (lab/realprog's peer, not traced) in the
@@ -603,7 +607,11 @@ type realRow struct {
 	// Reports with waiting_at, and with budget_ms (from the creation or
 	// the span's start).
 	waitingAt, budget   int
-	right, rightAmb     int // the right class, exact or probable; ambiguous
+	budgetFrom          map[string]int
+	// boundOver: the most an upper-bound budget (process_start,
+	// span_start) exceeded the configured budget nearest below it.
+	boundOver       time.Duration
+	right, rightAmb int // the right class, exact or probable; ambiguous
 	unknown, wrong      int
 	classes, confidence map[string]int
 	sample              string
@@ -632,7 +640,7 @@ func TestRealPrograms(t *testing.T) {
 	}
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "program\tfault\ttimeouts (own output)\treported\tafter attach (own/reported)\tunwaited\twaiting_at\tbudget_ms\tright (exact/probable)\tright (ambiguous)\tunknown\twrong\ttrace IDs (wrong)\tclasses\tconfidence")
+	fmt.Fprintln(tw, "program\tfault\ttimeouts (own output)\treported\tafter attach (own/reported)\tunwaited\twaiting_at\tbudget_ms\tright (exact/probable)\tright (ambiguous)\tunknown\twrong\ttrace IDs (wrong)\tclasses\tconfidence\tbudget_from (bound over)")
 	tot := realRow{}
 	for _, r := range rows {
 		after := "-"
@@ -643,7 +651,11 @@ func TestRealPrograms(t *testing.T) {
 		if r.traced >= 0 {
 			traced = fmt.Sprintf("%d (%d)", r.traced, r.tracedWrong)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.prog, r.fault, r.logged, r.reported, after, r.unwaited, r.waitingAt, r.budget, r.right, r.rightAmb, r.unknown, r.wrong, traced, fmtCounts(r.classes), fmtCounts(r.confidence))
+		over := ""
+		if r.boundOver > 0 {
+			over = fmt.Sprintf(" (+%dms)", r.boundOver.Milliseconds())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s%s\n", r.prog, r.fault, r.logged, r.reported, after, r.unwaited, r.waitingAt, r.budget, r.right, r.rightAmb, r.unknown, r.wrong, traced, fmtCounts(r.classes), fmtCounts(r.confidence), fmtCounts(r.budgetFrom), over)
 		tot.logged += r.logged
 		tot.reported += r.reported
 		tot.right += r.right
@@ -657,6 +669,29 @@ func TestRealPrograms(t *testing.T) {
 	fmt.Fprintf(tw, "total\t\t%d\t%d\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\n", tot.logged, tot.reported, tot.unwaited, tot.waitingAt, tot.budget, tot.right, tot.rightAmb, tot.unknown, tot.wrong)
 	tw.Flush()
 	t.Logf("real programs, node agent, default detail mode:\n%s", b.String())
+}
+
+// budgetBound checks report r's budget_ms against the budgets the program
+// was configured with: an upper bound (span_start, process_start) is never
+// below the shortest of them (a start read on a wrong clock, or a deadline
+// taken for another's, would be). over is how far the bound exceeds the
+// longest configured budget it covers (0 for the exact sources: a program
+// also sets deadlines of its own, not in its flags).
+func budgetBound(budgets []time.Duration, r export.TimeoutJSON) (over time.Duration, bad string) {
+	if len(budgets) == 0 || r.BudgetMs == nil || (r.BudgetFrom != "span_start" && r.BudgetFrom != "process_start") {
+		return 0, ""
+	}
+	b := time.Duration(*r.BudgetMs * float64(time.Millisecond))
+	below := time.Duration(-1)
+	for _, c := range budgets {
+		if c <= b+time.Millisecond && c > below {
+			below = c
+		}
+	}
+	if below < 0 {
+		return 0, fmt.Sprintf("budget_ms %v from %s is below every budget the program was given (%v): not an upper bound", b, r.BudgetFrom, budgets)
+	}
+	return max(b-below, 0), ""
 }
 
 func fmtCounts(m map[string]int) string {
@@ -743,7 +778,7 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	d.cmd.Process.Signal(os.Interrupt)
 	<-d.done
 
-	row := realRow{prog: c.name, fault: string(f), logged: logged, sample: sample, classes: map[string]int{}, confidence: map[string]int{},
+	row := realRow{prog: c.name, fault: string(f), logged: logged, sample: sample, classes: map[string]int{}, confidence: map[string]int{}, budgetFrom: map[string]int{},
 		afterAttach: -1, traced: -1}
 	if e.traces != nil {
 		row.traced = 0
@@ -816,6 +851,12 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 		}
 		if r.BudgetMs != nil {
 			row.budget++
+			row.budgetFrom[r.BudgetFrom]++
+			if over, bad := budgetBound(c.budgets, r); bad != "" {
+				t.Errorf("%s under %s: report at %s: %s", c.prog, f, r.Time, bad)
+			} else {
+				row.boundOver = max(row.boundOver, over)
+			}
 		}
 		if e.traces != nil && r.TraceID != "" {
 			row.traced++

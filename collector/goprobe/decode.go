@@ -50,6 +50,9 @@ func (p *Process) decode(raw []byte, out *event.Deadline) error {
 		ServerTimer: serverTimer,
 		DialTimer:   dialTimer,
 	}
+	if r.ProcStartNs != 0 {
+		out.ProcStart = p.clk.Wall(r.ProcStartNs)
+	}
 	setTrace(&r, out)
 	if r.SpanStartWall != 0 || r.SpanStartExt != 0 {
 		out.SpanStart = event.GoTime(r.SpanStartWall, r.SpanStartExt)

@@ -187,6 +187,7 @@ type godeadlineTtGoEvent struct {
 	WaiterSkState    [4]uint8
 	Pad3             [3]uint8
 	GetconnFp        uint64
+	ProcStartNs      uint64
 }
 
 type godeadlineTtGoExpiry uint32
