@@ -319,6 +319,12 @@ var realCases = []realCase{
 		// HTTPS, HTTP/1.1 over TLS (hey turns HTTP/2 off unless -h2).
 		return e.hey("https://" + e.https + "/work")
 	}, []time.Duration{2 * time.Second}},
+	{"hey-go1.22", "", []realFault{faultSlowPeer, faultMidRun}, func(e *realEnv) (int, string) {
+		// hey's last release for old Go, built with Go 1.22 (runtime.hmap
+		// maps; no DWARF for context.withoutCancelCtx): the probes' paths
+		// for older runtimes, on a program we did not write.
+		return e.hey("http://" + e.http + "/work")
+	}, []time.Duration{2 * time.Second}},
 	{"grpc_health_probe", "", []realFault{faultSlowPeer, faultBlackhole, faultRefused}, func(e *realEnv) (int, string) {
 		// Its defaults: 1 s to connect, 1 s for the RPC (a blackholed
 		// connect expires just before its first SYN retry).

@@ -34,25 +34,34 @@ type Program struct {
 	// module whose go.mod replaces its siblings with relative paths
 	// (etcd's). Its go.mod pins the version; Version must match it.
 	Wrapper string
+	// Toolchain, when set, is the Go release it is built with
+	// (GOTOOLCHAIN, fetched from the module proxy like a module): the
+	// programs of older Go runtimes (runtime.hmap maps, another
+	// context package). Empty: this machine's Go.
+	Toolchain string
 }
 
 // Programs is the suite, each with a different client stack or shape
 // (a load generator, one-shot CLIs, gRPC and HTTP).
 var Programs = []Program{
-	{"vegeta", "github.com/tsenart/vegeta/v12", "v12.13.0", ".", "HTTP/1 load generator (net/http, Client.Timeout)", ""},
-	{"hey", "github.com/rakyll/hey", "v0.1.5", ".", "HTTP/1 load generator (net/http, Client.Timeout, new goroutine per worker)", ""},
-	{"grpcurl", "github.com/fullstorydev/grpcurl", "v1.9.3", "cmd/grpcurl", "one-shot gRPC CLI (grpc-go, reflection, -max-time)", ""},
-	{"grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe", "v0.4.62", ".", "one-shot gRPC health probe (grpc-go, -connect-timeout, -rpc-timeout)", ""},
-	{"blackbox_exporter", "github.com/prometheus/blackbox_exporter", "v0.27.0", ".", "Prometheus prober (net/http under the scrape's timeout, a server making the calls)", ""},
-	{"otel-cli", "github.com/equinix-labs/otel-cli", "v0.4.5", ".", "one-shot OTLP exporter CLI (otel-go OTLP/gRPC, --timeout)", ""},
-	{"caddy", "github.com/caddyserver/caddy/v2", "v2.11.9", "cmd/caddy", "reverse proxy: a server dialing its upstream under reverse_proxy's dial_timeout (net.Dialer.Timeout, a context deadline)", ""},
-	{"etcdctl", "go.etcd.io/etcd/etcdctl/v3", "v3.6.4", ".", "one-shot database CLI (etcd clientv3 over grpc-go, --dial-timeout, --command-timeout)", "etcdbin"},
-	{"goose", "github.com/pressly/goose/v3", "v3.30.1", "cmd/goose", "one-shot SQL migration CLI (database/sql over pgx v5 to PostgreSQL, -timeout)", ""},
+	{"vegeta", "github.com/tsenart/vegeta/v12", "v12.13.0", ".", "HTTP/1 load generator (net/http, Client.Timeout)", "", ""},
+	{"hey", "github.com/rakyll/hey", "v0.1.5", ".", "HTTP/1 load generator (net/http, Client.Timeout, new goroutine per worker)", "", ""},
+	{"grpcurl", "github.com/fullstorydev/grpcurl", "v1.9.3", "cmd/grpcurl", "one-shot gRPC CLI (grpc-go, reflection, -max-time)", "", ""},
+	{"grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe", "v0.4.62", ".", "one-shot gRPC health probe (grpc-go, -connect-timeout, -rpc-timeout)", "", ""},
+	{"blackbox_exporter", "github.com/prometheus/blackbox_exporter", "v0.27.0", ".", "Prometheus prober (net/http under the scrape's timeout, a server making the calls)", "", ""},
+	{"otel-cli", "github.com/equinix-labs/otel-cli", "v0.4.5", ".", "one-shot OTLP exporter CLI (otel-go OTLP/gRPC, --timeout)", "", ""},
+	{"caddy", "github.com/caddyserver/caddy/v2", "v2.11.9", "cmd/caddy", "reverse proxy: a server dialing its upstream under reverse_proxy's dial_timeout (net.Dialer.Timeout, a context deadline)", "", ""},
+	{"etcdctl", "go.etcd.io/etcd/etcdctl/v3", "v3.6.4", ".", "one-shot database CLI (etcd clientv3 over grpc-go, --dial-timeout, --command-timeout)", "etcdbin", ""},
+	{"goose", "github.com/pressly/goose/v3", "v3.30.1", "cmd/goose", "one-shot SQL migration CLI (database/sql over pgx v5 to PostgreSQL, -timeout)", "", ""},
+	// hey's last release for old Go (go.mod: go 1.13), built with Go 1.22:
+	// a runtime whose maps are runtime.hmap and whose DWARF lacks
+	// context.withoutCancelCtx (the old-toolchain paths of the probes).
+	{"hey-go1.22", "github.com/rakyll/hey", "v0.1.4", ".", "HTTP/1 load generator built with Go 1.22 (net/http, Client.Timeout)", "", "go1.22.12"},
 }
 
 // Peers are real servers some programs of the suite talk to (not traced).
 var Peers = []Program{
-	{"etcd", "go.etcd.io/etcd/server/v3", "v3.6.4", ".", "etcd, the key-value store etcdctl talks to", "etcdbin"},
+	{"etcd", "go.etcd.io/etcd/server/v3", "v3.6.4", ".", "etcd, the key-value store etcdctl talks to", "etcdbin", ""},
 }
 
 // All is the suite's programs and their peers: what a machine builds.
@@ -110,7 +119,11 @@ func (p Program) Build() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s", p.Name, p.Version, runtime.Version()), p.Name)
+	goVersion := runtime.Version()
+	if p.Toolchain != "" {
+		goVersion = p.Toolchain
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s", p.Name, p.Version, goVersion), p.Name)
 	if _, err := os.Stat(path); err == nil {
 		built[p.Name] = path
 		return path, nil
@@ -147,8 +160,13 @@ func (p Program) Build() (string, error) {
 	tmp := path + ".tmp"
 	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, pkg)
 	cmd.Dir = src
-	// Its own go.mod, read-only (the module cache); this machine's Go.
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off", "GOTOOLCHAIN=local")
+	// Its own go.mod, read-only (the module cache); this machine's Go,
+	// or its own.
+	toolchain := "GOTOOLCHAIN=local"
+	if p.Toolchain != "" {
+		toolchain = "GOTOOLCHAIN=" + p.Toolchain
+	}
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off", toolchain)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("realprog: build %s %s@%s in %s: %v\n%s", p.Name, p.Module, p.Version, src, err, out)
 	}

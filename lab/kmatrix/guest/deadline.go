@@ -55,6 +55,7 @@ func checkDeadlines(ctx context.Context, cfg config, detail bool) (string, error
 	}
 	var stderr strings.Builder
 	tgt.Stderr = &stderr
+	started := time.Now()
 	if err := tgt.Start(); err != nil {
 		return "", fmt.Errorf("start deadlines: %w", err)
 	}
@@ -125,7 +126,7 @@ collect:
 		return "", errors.New("probe event channel closed before the target finished")
 	}
 	st, _ := p.Stats()
-	return verifyDeadlines(evs, *want, tgt.Process.Pid, detail, st, cfg)
+	return verifyDeadlines(evs, *want, tgt.Process.Pid, detail, st, cfg, started)
 }
 
 // dialOf reports whether e is the expiry of one of the target's own dials
@@ -146,7 +147,7 @@ func dialOf(e event.Deadline) bool {
 	return true
 }
 
-func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bool, st goprobe.Stats, cfg config) (string, error) {
+func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bool, st goprobe.Stats, cfg config, started time.Time) (string, error) {
 	at, withDetail := 0, 0
 	var budgets []string
 	for _, e := range evs {
@@ -169,6 +170,13 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 	for _, e := range evs {
 		if int(e.PID) != pid {
 			errs = append(errs, fmt.Errorf("event of pid %d, want %d", e.PID, pid))
+			break
+		}
+		// The process's start, read by the expiry probe (the task's
+		// start_time, CO-RE) on the event's clock: when it was started
+		// here, give or take the fork.
+		if d := e.ProcStart.Sub(started); e.ProcStart.IsZero() || d < -time.Second || d > time.Second {
+			errs = append(errs, fmt.Errorf("process start read at the expiry %v, %v from when it was started (%v)", e.ProcStart, d, started))
 			break
 		}
 	}
