@@ -134,8 +134,8 @@ type goroutine struct {
 }
 
 type proc struct {
-	pid      uint32
-	socks    []int32          // slots of its sockets
+	pid   uint32
+	socks []int32 // slots of its sockets
 	// accepted: a connection the process accepted was seen (a server);
 	// its start then bounds no deadline's budget usefully.
 	accepted bool

@@ -612,12 +612,12 @@ type realRow struct {
 	unwaited                   int // reports of a deadline nobody waited on (an idle twin of the call's own)
 	// Reports with waiting_at, and with budget_ms (from the creation or
 	// the span's start).
-	waitingAt, budget   int
-	budgetFrom          map[string]int
+	waitingAt, budget int
+	budgetFrom        map[string]int
 	// boundOver: the most an upper-bound budget (process_start,
 	// span_start) exceeded the configured budget nearest below it.
-	boundOver       time.Duration
-	right, rightAmb int // the right class, exact or probable; ambiguous
+	boundOver           time.Duration
+	right, rightAmb     int // the right class, exact or probable; ambiguous
 	unknown, wrong      int
 	classes, confidence map[string]int
 	sample              string
