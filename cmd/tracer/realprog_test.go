@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -44,7 +45,8 @@ import (
 // node agent as an SRE would run it (`tracer daemon --include-exe`, the
 // default detail mode), each program's own output the ground truth: how
 // many of its calls timed out. The one-shot CLIs are new processes on every
-// call, so the agent sees each from its exec.
+// call, so the agent sees each from its exec. TT_REALPROG_DETAIL sets the
+// agent's --detail (auto, the default; never: the expiry probes alone).
 
 // realFault is what the network or the server does in a case.
 type realFault string
@@ -674,8 +676,11 @@ func TestRealPrograms(t *testing.T) {
 	}
 	fmt.Fprintf(tw, "total\t\t%d\t%d\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\n", tot.logged, tot.reported, tot.unwaited, tot.waitingAt, tot.budget, tot.right, tot.rightAmb, tot.unknown, tot.wrong)
 	tw.Flush()
-	t.Logf("real programs, node agent, default detail mode:\n%s", b.String())
+	t.Logf("real programs, node agent, --detail %s:\n%s", realDetail(), b.String())
 }
+
+// realDetail is the agent's --detail mode for the suite (TT_REALPROG_DETAIL).
+func realDetail() string { return cmp.Or(os.Getenv("TT_REALPROG_DETAIL"), "auto") }
 
 // budgetBound checks report r's budget_ms against the budgets the program
 // was configured with: an upper bound (span_start, process_start) is never
@@ -748,7 +753,7 @@ func runRealCase(t *testing.T, c realCase, bin string, f realFault) realRow {
 	}
 	var d *daemonRun
 	daemon := func() {
-		d = startDaemon(t, nil, "--include-exe", filepath.Base(bin))
+		d = startDaemon(t, nil, "--include-exe", filepath.Base(bin), "--detail", realDetail())
 		d.waitFor("node agent ready", func() bool { return d.logged("node agent ready", 0) })
 		e.waitTraced = func(pid int) {
 			d.waitFor(fmt.Sprintf("tracing pid %d", pid), func() bool { return d.logged("tracing process", pid) })
