@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/timeout-tracer/tracer/collector"
 	"github.com/timeout-tracer/tracer/event"
@@ -104,4 +105,25 @@ func FuzzDecodeDeadline(f *testing.F) {
 			t.Fatalf("inconsistent trace: %+v", ev)
 		}
 	})
+}
+
+// The process's start the expiry probe read is on the event's clock: the
+// same conversion to wall time as the expiry's own.
+func TestDecodeProcStart(t *testing.T) {
+	p := selfProbes(t)
+	r := godeadlineTtGoEvent{Kind: 1, Pid: 7, TsNs: 5_000_000_000, ProcStartNs: 3_750_000_000}
+	var ev event.Deadline
+	if err := p.decode(encodeGo(t, r), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if got := ev.Time.Sub(ev.ProcStart); got != 1250*time.Millisecond {
+		t.Errorf("expiry - process start = %v, want 1.25s (start %v, expiry %v)", got, ev.ProcStart, ev.Time)
+	}
+	r.ProcStartNs = 0
+	if err := p.decode(encodeGo(t, r), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if !ev.ProcStart.IsZero() {
+		t.Errorf("no start read: ProcStart %v, want zero", ev.ProcStart)
+	}
 }
