@@ -47,6 +47,11 @@ import (
 // side was watching at all; else unknown.
 
 // evaluate decides one deadline's report from the state at hand.
+// procStartExpiries is how many of a process's first expiries may take
+// their budget's bound from its start (budget_from process_start): a
+// one-shot program meets one or two (a call's deadline and its dial's).
+const procStartExpiries = 3
+
 func (c *Correlator) evaluate(d *event.Deadline) Report {
 	c.evUsed = 0
 	w, sp, winNote := c.window(d)
@@ -156,10 +161,23 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 	cause.Note = strings.Join(notes, "; ")
 	checkWaiting(&cause, d)
 	c.applyLocal(&cause, d)
-	if p := c.procs[d.PID]; p != nil && p.accepted {
-		// A server's deadlines are set as its requests come, not as it
-		// starts: its start bounds their budgets too loosely to say.
-		d.ProcStart = time.Time{}
+	if !d.ProcStart.IsZero() {
+		p := c.procFor(d.PID, d.Mono)
+		// The process's start bounds the budgets of the deadlines it set
+		// as it started: a one-shot program's one or two. A server's are
+		// set as its requests come, and a long-lived client's later
+		// expiries come from deadlines set long after its start: bounds
+		// too loose to say.
+		if !p.started.Equal(d.ProcStart) {
+			// Another process's than the expiries counted (a pid
+			// reused): count afresh. Its accepted connections, if
+			// the earlier one's, only take a bound away.
+			p.started, p.expiries = d.ProcStart, 0
+		}
+		p.expiries++
+		if p.accepted || p.expiries > procStartExpiries {
+			d.ProcStart = time.Time{}
+		}
 	}
 	return Report{Deadline: *d, Cause: cause}
 }

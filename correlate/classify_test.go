@@ -1344,9 +1344,10 @@ func TestConnectingAtTheExpiry(t *testing.T) {
 }
 
 // A deadline whose creation was not seen is bounded by its process's start
-// (budget_from process_start) in a client, a one-shot program; not in a
-// server (a process seen accepting a connection), whose deadlines are set
-// as its requests come.
+// (budget_from process_start) in a client's first expiries, a one-shot
+// program's; not in a server (a process seen accepting a connection), whose
+// deadlines are set as its requests come, nor past a client's first
+// procStartExpiries (set long after its start).
 func TestProcessStartBoundsOnlyClients(t *testing.T) {
 	for _, server := range []bool{false, true} {
 		sc := newScenario("t", "")
@@ -1357,17 +1358,22 @@ func TestProcessStartBoundsOnlyClients(t *testing.T) {
 		up := sc.conn(2, 10, "proxy", "10.0.0.1:41000", "10.0.0.2:9000", 100*time.Microsecond)
 		up.handshake(1001, 7)
 		up.act(1002, 7, true)
-		sc.deadline(10, "proxy", 1000, 500, 7, "main.handler", noDetail(), func(d *event.Deadline) { d.ProcStart = wall(980) })
+		for i := range procStartExpiries + 1 {
+			sc.deadline(10, "proxy", 1000+float64(i)*600, 500, 7, "main.handler", noDetail(), func(d *event.Deadline) { d.ProcStart = wall(980) })
+		}
 		rs, _ := run(t, Config{}, sc)
-		if len(rs) != 1 {
+		if len(rs) != procStartExpiries+1 {
 			t.Fatalf("%d reports", len(rs))
 		}
-		b, from, ok := rs[0].Deadline.BudgetFrom()
-		switch {
-		case server && ok:
-			t.Errorf("a server's deadline: budget %v from %s, want none", b, from)
-		case !server && (!ok || from != "process_start" || b != 520*time.Millisecond):
-			t.Errorf("a client's deadline: budget %v from %q (%v), want 520ms from process_start", b, from, ok)
+		for i, r := range rs {
+			b, from, ok := r.Deadline.BudgetFrom()
+			want := time.Duration(520+600*i) * time.Millisecond
+			switch {
+			case (server || i >= procStartExpiries) && ok:
+				t.Errorf("server %v, expiry %d: budget %v from %s, want none", server, i, b, from)
+			case !server && i < procStartExpiries && (!ok || from != "process_start" || b != want):
+				t.Errorf("a client's expiry %d: budget %v from %q (%v), want %v from process_start", i, b, from, ok, want)
+			}
 		}
 	}
 }

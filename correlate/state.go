@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/timeout-tracer/tracer/event"
 )
@@ -137,8 +138,11 @@ type proc struct {
 	pid   uint32
 	socks []int32 // slots of its sockets
 	// accepted: a connection the process accepted was seen (a server);
-	// its start then bounds no deadline's budget usefully.
+	// its start then bounds no deadline's budget usefully. expiries: its
+	// deadlines evaluated so far.
 	accepted bool
+	expiries uint32
+	started  time.Time        // the process start its expiries counted were read with
 	gors     map[uint64]int32 // goid → slot of its goroutines with bindings
 	lastSeen uint64
 	// Activity seen for the process: the activity producer covers it.
