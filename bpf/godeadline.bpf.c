@@ -184,13 +184,120 @@ static __always_inline __u64 frame_args(__u64 fp)
 }
 
 /*
+ * captures: closure (a func value's *funcval) holds c, by one of its
+ * captured words (WithDeadlineCause's cancel closes over its *timerCtx),
+ * or through a captured func value (by value: the word is that funcval;
+ * by reference: the word points to it) that does: net's dialCtx closure
+ * around WithDeadline's cancel (Go 1.26).
+ */
+static __always_inline int captures(__u64 closure, __u64 c)
+{
+	if (!closure || !c)
+		return 0;
+#pragma unroll
+	for (int k = 1; k < 4; k++) {
+		__u64 w = read_u64(closure + 8 * k);
+		if (w == c)
+			return 1;
+		if (w < 4096)
+			continue;
+		if (read_u64(w + 8) == c || read_u64(read_u64(w) + 8) == c)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * budget_frame: pc, the return address into a frame whose frame pointer
+ * is fp, is in a budget frame (tt_go_offsets.budget_lo) of the expiring
+ * deadline: its budget, the duration the frame's receiver holds, goes
+ * into the event (the first found). For net/http's frames, the deadline
+ * is the one made from the frame's request's context (its data word the
+ * deadline's parent). For net's DialContext, the one its own
+ * WithDeadline made (a deferred cancel in the frame captures it, its
+ * defer bit set) from the receiver's Timeout, its Deadline unset: a
+ * deadline the caller set and passed in is not. Global: verified once.
+ */
+__noinline int budget_frame(struct tt_go_event *e, __u64 pc, __u64 fp, const struct tt_go_offsets *off)
+{
+	if (!e || !off || e->budget_pc)
+		return 0;
+#pragma unroll
+	for (int b = 0; b < TT_BUDGET_FRAMES; b++) {
+		if (!off->budget_lo[b] || pc <= off->budget_lo[b] || pc > off->budget_hi[b])
+			continue;
+		__u64 args = frame_args(fp);
+		if (b == TT_BUDGET_DIALER_TIMEOUT - 1) {
+			__u8 bits = 0;
+			bpf_probe_read_user(&bits, sizeof(bits), (void *)(fp + (__s64)off->dial_defer_bits));
+			int made = 0;
+#pragma unroll
+			for (int k = 0; k < TT_DIAL_DEFERS; k++) {
+				if ((bits & (1 << k)) && captures(read_u64(fp + (__s64)off->dial_defer_slots + 8 * k), e->ctx))
+					made = 1;
+			}
+			__u64 d = read_u64(args);
+			if (!made || !d || read_u64(d + off->dialer_deadline) || read_u64(d + off->dialer_deadline + 8))
+				return 0;
+			e->budget_pc = pc;
+			e->budget_ns = (__s64)read_u64(d + off->budget_recv[b]);
+			e->budget_src = b + 1;
+			return 0;
+		}
+		__u64 req = read_u64(args + off->budget_req[b]);
+		if (req && e->parent_ctx && read_u64(req + off->request_ctx + 8) == e->parent_ctx) {
+			e->budget_pc = pc;
+			e->budget_ns = (__s64)read_u64(read_u64(args) + off->budget_recv[b]);
+			e->budget_src = b + 1;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+/*
+ * read_budget walks each waiter's frames again (from its g, kept by
+ * read_stack), past the frames kept, to its first frame in a budget
+ * frame's range, and checks it (budget_frame): the event's budget. Out of
+ * read_stack's call chain, which is at the verifier's combined stack
+ * limit. Global: verified once.
+ */
+__noinline int read_budget(struct tt_go_event *e, const struct tt_go_offsets *off)
+{
+	if (!e || !off)
+		return 0;
+	for (int i = 0; i < TT_GO_WAITERS; i++) {
+		__u64 g = e->waiter_g[i];
+		if (!g || e->budget_pc)
+			break;
+		__u64 fp = read_u64(g + off->g_sched_bp);
+		for (int j = 1; j < TT_GO_WAIT_STACK + TT_BUDGET_EXTRA_FRAMES; j++) {
+			if (!fp)
+				break;
+			__u64 pc = read_u64(fp + 8);
+			fp = read_u64(fp);
+			int in = 0;
+#pragma unroll
+			for (int b = 0; b < TT_BUDGET_FRAMES; b++)
+				in |= off->budget_lo[b] && pc > off->budget_lo[b] && pc <= off->budget_hi[b];
+			if (in) {
+				budget_frame(e, pc, fp, off);
+				break;
+			}
+		}
+	}
+	return 0;
+}
+
+/*
  * read_stack fills waiter i's stack from goroutine g's saved state (the pc
  * it parked at, g.sched.pc in gopark, then the return addresses up Go's
  * frame pointers from g.sched.bp), and its first waiting frame's receiver
  * (struct tt_go_conn_layout), resolved later by resolve_waiter_conns; and
  * the event's budget (tt_go_event.budget_ns), from the first budget frame
- * of the expiring deadline's request (net/http's Client.Timeout,
- * http.TimeoutHandler's duration). A global function, like
+ * of the expiring deadline (net/http's Client.Timeout,
+ * http.TimeoutHandler's duration, net.Dialer's Timeout), by read_budget once
+ * the waiters are read, from g (waiter_g). A global function, like
  * read_chan_waiters: verified once, not at each of its four callers (16
  * waiting frames inlined at each took go_timer_fired past the verifier's
  * million instructions on arm64).
@@ -204,24 +311,13 @@ __noinline int read_stack(struct tt_go_event *e, __u32 i, __u64 g, const struct 
 	i &= TT_GO_WAITERS - 1;
 	e->waiter_pcs[i][0] = read_u64(g + off->g_sched_pc);
 	__u64 fp = read_u64(g + off->g_sched_bp);
+	e->waiter_g[i] = g;
 	for (int j = 1; j < TT_GO_WAIT_STACK; j++) {
 		if (!fp)
 			break;
 		__u64 pc = read_u64(fp + 8);
 		e->waiter_pcs[i][j] = pc;
 		fp = read_u64(fp); /* the frame pointer of pc's function */
-#pragma unroll
-		for (int b = 0; b < TT_BUDGET_FRAMES; b++) {
-			if (e->budget_pc || !off->budget_lo[b] || pc <= off->budget_lo[b] || pc > off->budget_hi[b])
-				continue;
-			__u64 args = frame_args(fp);
-			__u64 req = read_u64(args + off->budget_req[b]);
-			if (req && e->parent_ctx && read_u64(req + off->request_ctx + 8) == e->parent_ctx) {
-				e->budget_pc = pc;
-				e->budget_ns = (__s64)read_u64(read_u64(args) + off->budget_recv[b]);
-				e->budget_src = b + 1;
-			}
-		}
 		if (!cl)
 			continue;
 		if (!e->getconn_fp && pc > cl->getconn_lo && pc <= cl->getconn_hi)
@@ -931,7 +1027,8 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind, __u64 c, __
 			read_inbound_reader(e, off, cl);
 			resolve_waiter_conns(e, off, cl);
 		}
-		else
+		read_budget(e, off);
+		if (!cl)
 			for (int i = 0; i < TT_GO_WAITERS; i++)
 				e->waiter_fd[i] = -1;
 	} else {

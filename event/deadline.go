@@ -101,7 +101,9 @@ type Deadline struct {
 	// "client_timeout" (net/http's Client.Timeout, from a waiter's
 	// (*Client).send frame) or "timeout_handler" (http.TimeoutHandler's,
 	// from its ServeHTTP frame), each when the frame's request's context
-	// is the deadline's parent. 0: not such a deadline, or not read.
+	// is the deadline's parent; "dialer_timeout" (net.Dialer's Timeout,
+	// from a waiter's DialContext frame, whose deferred cancel holds the
+	// deadline). 0: not such a deadline, or not read.
 	SetBudget     time.Duration
 	SetBudgetFrom string
 
@@ -384,7 +386,8 @@ func (d *Deadline) ProcessBudget() (time.Duration, bool) {
 
 // BudgetFrom is Budget when the creation was seen ("creation"), else the
 // duration a deadline was made from, read at the expiry (SetBudgetFrom:
-// "client_timeout", "timeout_handler"), else SpanBudget ("span_start"),
+// "client_timeout", "timeout_handler", "dialer_timeout"), else SpanBudget
+// ("span_start"),
 // else ProcessBudget ("process_start"). The last two are upper bounds.
 func (d *Deadline) BudgetFrom() (time.Duration, string, bool) {
 	if b, ok := d.Budget(); ok {

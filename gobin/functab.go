@@ -37,6 +37,7 @@ type funcRecord struct {
 	at        uint64 // offset of the record in the pclntab
 	entry     uint64 // address of the function's first instruction
 	nameOff   int32  // into funcnametab
+	pcsp      uint32 // PC-value table of the stack pointer's delta from the entry
 	pcfile    uint32 // PC-value table of file numbers
 	pcln      uint32 // PC-value table of lines
 	npcdata   uint32
@@ -116,6 +117,7 @@ func (t *funcTab) find(pc uint64) (funcRecord, error) {
 		at:        at,
 		entry:     t.textStart + uint64(t.b.order.Uint32(d)),
 		nameOff:   int32(t.b.order.Uint32(d[4:])),
+		pcsp:      t.b.order.Uint32(d[16:]),
 		pcfile:    t.b.order.Uint32(d[20:]),
 		pcln:      t.b.order.Uint32(d[24:]),
 		npcdata:   t.b.order.Uint32(d[28:]),

@@ -57,6 +57,10 @@ func ProbeFields() []FieldRef {
 		// http.TimeoutHandler's: its duration (the budget of the deadline
 		// it sets), and the inbound connection behind its ResponseWriter.
 		{"net/http.timeoutHandler", "dt"},
+		// net.Dialer's Timeout: the budget of the deadline DialContext
+		// makes from it, unless its Deadline is set.
+		{"net.Dialer", "Timeout"},
+		{"net.Dialer", "Deadline"},
 		{"net/http.response", "conn"},
 		// HTTP/2 (the copy bundled into net/http) and TLS: the HTTP/2
 		// round trip's connection, and the TCP connection under a tls.Conn.

@@ -22,8 +22,15 @@ enum tt_go_budget_src {
 	TT_BUDGET_NONE = 0,
 	TT_BUDGET_CLIENT_TIMEOUT = 1,  /* net/http's (*Client).send: Client.Timeout */
 	TT_BUDGET_TIMEOUT_HANDLER = 2, /* net/http's (*timeoutHandler).ServeHTTP: http.TimeoutHandler's duration */
+	TT_BUDGET_DIALER_TIMEOUT = 3,  /* net's (*Dialer).DialContext: Dialer.Timeout */
 };
-#define TT_BUDGET_FRAMES 2
+#define TT_BUDGET_FRAMES 3
+/* Frames read past a waiter's TT_GO_WAIT_STACK for a budget frame only
+ * (net's DialContext lies 14-15 frames above a dial parked in connect). */
+#define TT_BUDGET_EXTRA_FRAMES 8
+/* Open-coded defer slots of DialContext looked at (Go 1.21-1.25 have two
+ * defers there, 1.26 one). */
+#define TT_DIAL_DEFERS 2
 
 /* tt_go_offsets.has_children: how a cancelCtx's children map is laid out. */
 enum tt_go_children_map {
@@ -99,6 +106,15 @@ struct tt_go_offsets {
 	__u64 budget_hi[TT_BUDGET_FRAMES];
 	__u32 budget_recv[TT_BUDGET_FRAMES];
 	__u32 budget_req[TT_BUDGET_FRAMES];
+	/* The dialer's budget frame (TT_BUDGET_DIALER_TIMEOUT - 1, whose
+	 * budget_recv is Dialer.Timeout): DialContext's open-coded defers,
+	 * bytes from its frame pointer (gobin.OpenDefers): the byte of defer
+	 * bits and the first deferred function's slot; and Dialer.Deadline's
+	 * offset (its deadline is min(start + Timeout, Deadline)). */
+	__s32 dial_defer_bits;
+	__s32 dial_defer_slots;
+	__u32 dialer_deadline;
+	__u32 _pad_dial;
 };
 
 /*
@@ -467,6 +483,9 @@ struct tt_go_event {
 	 * an upper bound of any budget, close to it for a program that sets
 	 * its deadline as it starts (a CLI, a one-shot job). */
 	__u64 proc_start_ns;
+	/* Each waiter's goroutine (its runtime.g): where read_budget walks
+	 * its frames again, past the ones kept, for a budget frame. */
+	__u64 waiter_g[TT_GO_WAITERS];
 };
 
 #endif

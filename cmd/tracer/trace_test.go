@@ -26,6 +26,9 @@ type targetCounts struct {
 	Met        int `json:"met"`
 	HTTP       int `json:"http"`
 	Dial       int `json:"dial"` // dials expired in SYN retries (-dial), among Expired
+	// DialerTimeout: of Dial, those under net.Dialer's Timeout (the
+	// budget), in a context of no deadline.
+	DialerTimeout int `json:"dialer_timeout"`
 }
 
 // traceRun is one traced run of the deadlines target.
@@ -312,7 +315,7 @@ func TestTraceOldToolchain(t *testing.T) {
 	bin := testprog.Standalone(t, "deadlines", "go1.22.12", []string{"GOTOOLCHAIN=go1.22.12"})
 	run := runTraced(t, bin, []string{"-rounds", "3", "-dial", "-budget", "300ms"}, "--detail", "never")
 	checkExact(t, run)
-	dials, outer := 0, 0
+	dials, outer, dialerBudget := 0, 0, 0
 	for _, r := range run.reports {
 		if r.Expiry != "timer_fired" {
 			continue
@@ -320,6 +323,15 @@ func TestTraceOldToolchain(t *testing.T) {
 		switch {
 		case strings.HasPrefix(r.WaitingAt, "net.(*netFD).connect"):
 			dials++
+			// A dial under net.Dialer's Timeout: its budget read at the
+			// expiry (DialContext's deferred cancel holds the deadline;
+			// Go 1.22 defers WithDeadline's cancel itself).
+			if r.BudgetFrom == "dialer_timeout" {
+				if r.BudgetMs == nil || *r.BudgetMs != 300 {
+					t.Errorf("a dial's budget %v from dialer_timeout, want 300", jsonOf(r.BudgetMs))
+				}
+				dialerBudget++
+			}
 			via := false
 			if r.Cause != nil {
 				for _, c := range r.Cause.Connections {
@@ -336,9 +348,11 @@ func TestTraceOldToolchain(t *testing.T) {
 			t.Errorf("waiting_at %q (stack %q), want main.*, net/http.* or connect", r.WaitingAt, r.WaitingStack)
 		}
 	}
-	t.Logf("%d reports: %d dials waiting in connect (the target's %d), %d outerShort waiting on a child", len(run.reports), dials, run.target.Dial, outer)
-	if dials != run.target.Dial || outer != 3 {
-		t.Errorf("%d dials waiting in connect, want %d; %d outerShort reports waiting on its child, want 3", dials, run.target.Dial, outer)
+	t.Logf("%d reports: %d dials waiting in connect (the target's %d), %d with the budget of net.Dialer's Timeout (the target's %d), %d outerShort waiting on a child",
+		len(run.reports), dials, run.target.Dial, dialerBudget, run.target.DialerTimeout, outer)
+	if dials != run.target.Dial || outer != 3 || dialerBudget != run.target.DialerTimeout || dialerBudget == 0 {
+		t.Errorf("%d dials waiting in connect, want %d; %d with net.Dialer's Timeout as their budget, want %d; %d outerShort reports waiting on its child, want 3",
+			dials, run.target.Dial, dialerBudget, run.target.DialerTimeout, outer)
 	}
 }
 

@@ -202,7 +202,8 @@ func traceparentSource(src uint8) string {
 }
 
 // setBudget is the budget the probe read from a budget frame (a
-// (*Client).send, a (*timeoutHandler).ServeHTTP) for a deadline that
+// (*Client).send, a (*timeoutHandler).ServeHTTP, a net.(*Dialer).DialContext)
+// for a deadline that
 // function's code made from a duration, and where from; 0 when none was
 // read or a spill slot it read (receiver, request) was not live at that
 // frame's call: a slot not live may hold an earlier call's value
@@ -218,6 +219,11 @@ func (p *Process) setBudget(r *godeadlineTtGoEvent) (time.Duration, string) {
 		req, from = budgetReqClient, "client_timeout"
 	case uint8(godeadlineTtGoBudgetSrcTT_BUDGET_TIMEOUT_HANDLER):
 		req, from = budgetReqHandler, "timeout_handler"
+	case uint8(godeadlineTtGoBudgetSrcTT_BUDGET_DIALER_TIMEOUT):
+		// Only the receiver is read from a spill slot: the deadline is
+		// proved DialContext's by its deferred cancel, live while its
+		// defer bit is set.
+		from = "dialer_timeout"
 	default:
 		return 0, ""
 	}

@@ -201,10 +201,14 @@ type gocallsTtGoOffsets struct {
 	H2HfSize          [2]uint32
 	HasDialTimer      uint32
 	_                 [4]byte
-	BudgetLo          [2]uint64
-	BudgetHi          [2]uint64
-	BudgetRecv        [2]uint32
-	BudgetReq         [2]uint32
+	BudgetLo          [3]uint64
+	BudgetHi          [3]uint64
+	BudgetRecv        [3]uint32
+	BudgetReq         [3]uint32
+	DialDeferBits     int32
+	DialDeferSlots    int32
+	DialerDeadline    uint32
+	PadDial           uint32
 }
 
 type gocallsTtGoSpanType struct {

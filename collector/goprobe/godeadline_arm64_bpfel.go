@@ -84,6 +84,7 @@ const (
 	godeadlineTtGoBudgetSrcTT_BUDGET_NONE            godeadlineTtGoBudgetSrc = 0
 	godeadlineTtGoBudgetSrcTT_BUDGET_CLIENT_TIMEOUT  godeadlineTtGoBudgetSrc = 1
 	godeadlineTtGoBudgetSrcTT_BUDGET_TIMEOUT_HANDLER godeadlineTtGoBudgetSrc = 2
+	godeadlineTtGoBudgetSrcTT_BUDGET_DIALER_TIMEOUT  godeadlineTtGoBudgetSrc = 3
 )
 
 type godeadlineTtGoChildrenMap uint32
@@ -188,6 +189,7 @@ type godeadlineTtGoEvent struct {
 	Pad3             [3]uint8
 	GetconnFp        uint64
 	ProcStartNs      uint64
+	WaiterG          [4]uint64
 }
 
 type godeadlineTtGoExpiry uint32
@@ -303,10 +305,14 @@ type godeadlineTtGoOffsets struct {
 	H2HfSize          [2]uint32
 	HasDialTimer      uint32
 	_                 [4]byte
-	BudgetLo          [2]uint64
-	BudgetHi          [2]uint64
-	BudgetRecv        [2]uint32
-	BudgetReq         [2]uint32
+	BudgetLo          [3]uint64
+	BudgetHi          [3]uint64
+	BudgetRecv        [3]uint32
+	BudgetReq         [3]uint32
+	DialDeferBits     int32
+	DialDeferSlots    int32
+	DialerDeadline    uint32
+	PadDial           uint32
 }
 
 type godeadlineTtGoSpanType struct {

@@ -318,9 +318,44 @@ func (p *Process) resolveDialWait(offs *godeadlineTtGoOffsets) {
 	p.ext.conns.WaitNetfd[i] = 1
 	p.resolveAfterFuncs(offs, fn, i)
 	p.resolveDialTimer(offs, i)
+	p.resolveDialerTimeout(offs)
 	if p.ext.conns.AfterfuncItab != 0 {
 		p.resolveGetConn()
 	}
+}
+
+// resolveDialerTimeout lets the expiry probe read the budget of a deadline
+// net's DialContext made from Dialer.Timeout: DialContext's range (a budget
+// frame, read past the frames a waiter keeps), where its open-coded defers
+// lie from its frame pointer (the deferred cancel that captures the
+// deadline proves it DialContext's own), and the Dialer's Timeout and
+// Deadline. Optional: without them no budget is read this way.
+func (p *Process) resolveDialerTimeout(offs *godeadlineTtGoOffsets) {
+	fn, err := p.bin.Func("net.(*Dialer).DialContext")
+	if err != nil {
+		p.log.Debug("no budget from net.Dialer's Timeout", "err", err)
+		return
+	}
+	od, err1 := p.bin.OpenDefers(fn)
+	to, err2 := p.bin.FieldOffset("net.Dialer", "Timeout")
+	dl, err3 := p.bin.FieldOffset("net.Dialer", "Deadline")
+	var size uint64
+	var err4 error
+	if p.bin.Arch == "arm64" {
+		// varp is the frame pointer plus the frame's size there (the
+		// saved frame pointer lies just below the stack pointer).
+		size, err4 = p.bin.FrameSize(fn)
+	}
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		p.log.Info("no budget from net.Dialer's Timeout", "err", err)
+		return
+	}
+	b := godeadlineTtGoBudgetSrcTT_BUDGET_DIALER_TIMEOUT - 1
+	offs.BudgetLo[b], offs.BudgetHi[b] = fn.Entry+p.bias, fn.End+p.bias
+	offs.BudgetRecv[b] = uint32(to)
+	offs.DialerDeadline = uint32(dl)
+	offs.DialDeferBits = int32(int64(size) - int64(od.Bits))
+	offs.DialDeferSlots = int32(int64(size) - int64(od.Slots))
 }
 
 // resolveDialTimer adds the probe on runtime.netpollWriteDeadline to the

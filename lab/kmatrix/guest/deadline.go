@@ -30,6 +30,9 @@ type targetCounts struct {
 	// DialSocketFirst: of those, the ones whose socket deadline fired
 	// before the context's timer (the dial returned "i/o timeout").
 	DialSocketFirst int `json:"dial_socket_first"`
+	// DialerTimeout: of Dial, those under net.Dialer's Timeout (the
+	// budget), in a context of no deadline.
+	DialerTimeout int `json:"dialer_timeout"`
 }
 
 // createdRE is a creator as the deadlines target's own code sets it, and
@@ -185,7 +188,7 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 	// waits on its Done, or a child's, in main. One already past when set
 	// has no waiter yet.
 	waiting, bound, httpWaited, poolWaited, poolBound := 0, 0, 0, 0, 0
-	dialWaited, dialBound, dialAtSocket := 0, 0, 0
+	dialWaited, dialBound, dialAtSocket, dialerBudget := 0, 0, 0, 0
 	for _, e := range evs {
 		if e.Kind != event.TimerFired || e.Cancelled {
 			continue // already past when set, or cancelled first (http.Client.Timeout): nobody waits
@@ -199,6 +202,15 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 			dialWaited++
 			if e.DialTimer {
 				dialAtSocket++
+			}
+			// Under net.Dialer's Timeout: its budget read at the expiry
+			// from DialContext's frame (read past the frames kept; its
+			// deferred cancel's slot differs by architecture).
+			if e.SetBudgetFrom == "dialer_timeout" {
+				dialerBudget++
+				if e.SetBudget != cfg.budget {
+					errs = append(errs, fmt.Errorf("a dial's budget %v from dialer_timeout, want %v", e.SetBudget, cfg.budget))
+				}
 			}
 			for _, w := range e.Waiters {
 				if strings.HasPrefix(w.ConnFrame, "net.(*netFD).connect") && w.ConnFD >= 0 {
@@ -269,6 +281,10 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 	}
 	msg += fmt.Sprintf("; %d of %d pool waits bound to their dial (%d waiting there)", poolBound, want.PoolWait, poolWaited)
 	msg += fmt.Sprintf("; %d of %d dials bound (%d reports, %d seen at the socket deadline; the target saw it first %d times)", dialBound, want.Dial, dialWaited, dialAtSocket, want.DialSocketFirst)
+	msg += fmt.Sprintf("; %d of %d dials under net.Dialer's Timeout with it as their budget", dialerBudget, want.DialerTimeout)
+	if dialerBudget != want.DialerTimeout || want.DialerTimeout == 0 {
+		errs = append(errs, fmt.Errorf("%d of %d dials under net.Dialer's Timeout read it as their budget at the expiry", dialerBudget, want.DialerTimeout))
+	}
 	if dialBound != want.Dial {
 		errs = append(errs, fmt.Errorf("%d of %d dials that timed out bound at the expiry to their socket (%d reports of them, %d at the socket deadline; the socket's fired first %d times)", dialBound, want.Dial, dialWaited, dialAtSocket, want.DialSocketFirst))
 	}

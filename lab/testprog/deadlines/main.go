@@ -42,6 +42,10 @@ type counts struct {
 	// deadline, set from the context's, fired before the context's timer).
 	Dial            int `json:"dial,omitempty"`
 	DialSocketFirst int `json:"dial_socket_first,omitempty"`
+	// DialerTimeout: of Dial, those made with net.Dialer's Timeout (the
+	// budget) under a context without a deadline: the deadline is the one
+	// DialContext made from Timeout.
+	DialerTimeout int `json:"dialer_timeout,omitempty"`
 }
 
 var c counts
@@ -181,15 +185,32 @@ func dialDeadline(addr string, budget time.Duration) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	cancel()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		c.DialSocketFirst++
+	}
+	dialEnded(conn, err)
+}
+
+// dialerTimeout dials the same peer with net.Dialer's Timeout under a
+// context of no deadline, cancelled as the dial returns.
+func dialerTimeout(addr string, budget time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	d := net.Dialer{Timeout: budget}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	cancel()
+	if err != nil {
+		c.DialerTimeout++
+	}
+	dialEnded(conn, err)
+}
+
+func dialEnded(conn net.Conn, err error) {
 	if err == nil {
 		conn.Close()
 		return
 	}
 	c.Expired++
 	c.Dial++
-	if !errors.Is(err, context.DeadlineExceeded) {
-		c.DialSocketFirst++
-	}
 }
 
 func main() {
@@ -198,7 +219,7 @@ func main() {
 	withHTTP := flag.Bool("http", true, "include http.Client timeouts")
 	withWrapped := flag.Bool("wrapped", true, "with -http: also an http.Client timeout over a RoundTripper of the program's own (two timers)")
 	withPoolWait := flag.Bool("pool-wait", false, "also a request whose deadline expires while it waits in net/http's pool for a dial in SYN retries")
-	withDial := flag.Bool("dial", false, "also a dial under a deadline to a peer that drops its SYNs, cancelled as it returns")
+	withDial := flag.Bool("dial", false, "also a dial under a deadline to a peer that drops its SYNs, cancelled as it returns, and one under net.Dialer's Timeout")
 	pause := flag.Duration("pause", 0, "sleep between rounds")
 	wait := flag.Bool("wait", true, "wait for a line on stdin before starting")
 	linger := flag.Duration("linger", 0, "stay alive this long after the rounds (a quiet period)")
@@ -246,6 +267,7 @@ func main() {
 		}
 		if *withDial {
 			dialDeadline(fullAddr, *budget)
+			dialerTimeout(fullAddr, *budget)
 		}
 		time.Sleep(*pause)
 	}
