@@ -323,8 +323,8 @@ func verifyDeadlines(evs []event.Deadline, want targetCounts, pid int, detail bo
 			errs = append(errs, fmt.Errorf("budget %v, want %v ±%v (%s)", b, wantB, cfg.budgetSlack, e.CreatedAt))
 			break
 		}
-		if !createdRE.MatchString(e.CreatedAt) && !strings.HasPrefix(e.CreatedAt, "net/http.") {
-			errs = append(errs, fmt.Errorf("created_at %q, want a main.* function in deadlines/main.go (or net/http's, for an http.Client timeout)", e.CreatedAt))
+		if !createdRE.MatchString(e.CreatedAt) && !strings.HasPrefix(e.CreatedAt, "net/http.") && !strings.HasPrefix(e.CreatedAt, "net.(*Dialer).") {
+			errs = append(errs, fmt.Errorf("created_at %q, want a main.* function in deadlines/main.go (or net/http's, for an http.Client timeout; net.Dialer's, for a dial under its Timeout)", e.CreatedAt))
 			break
 		}
 		if len(budgets) < 4 {
