@@ -257,8 +257,8 @@ __noinline int budget_frame(struct tt_go_event *e, __u64 pc, __u64 fp, const str
 
 /*
  * read_budget walks each waiter's frames again (from its g, kept by
- * read_stack), past the frames kept, to its first frame in a budget
- * frame's range, and checks it (budget_frame): the event's budget. Out of
+ * read_stack), past the frames kept, checking each in a budget frame's
+ * range (budget_frame) until one gives the event's budget. Out of
  * read_stack's call chain, which is at the verifier's combined stack
  * limit. Global: verified once.
  */
@@ -282,7 +282,8 @@ __noinline int read_budget(struct tt_go_event *e, const struct tt_go_offsets *of
 				in |= off->budget_lo[b] && pc > off->budget_lo[b] && pc <= off->budget_hi[b];
 			if (in) {
 				budget_frame(e, pc, fp, off);
-				break;
+				if (e->budget_pc)
+					break;
 			}
 		}
 	}
