@@ -46,12 +46,12 @@ import (
 // slow_peer (request sent, no answer in time) — but only when the kernel
 // side was watching at all; else unknown.
 
-// evaluate decides one deadline's report from the state at hand.
 // procStartExpiries is how many of a process's first expiries may take
 // their budget's bound from its start (budget_from process_start): a
 // one-shot program meets one or two (a call's deadline and its dial's).
 const procStartExpiries = 3
 
+// evaluate decides one deadline's report from the state at hand.
 func (c *Correlator) evaluate(d *event.Deadline) Report {
 	c.evUsed = 0
 	w, sp, winNote := c.window(d)
@@ -168,10 +168,13 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		// set as its requests come, and a long-lived client's later
 		// expiries come from deadlines set long after its start: bounds
 		// too loose to say.
-		if !p.started.Equal(d.ProcStart) {
+		if gap := p.started.Sub(d.ProcStart); gap < -time.Millisecond || gap > time.Millisecond {
 			// Another process's than the expiries counted (a pid
-			// reused): count afresh. Its accepted connections, if
-			// the earlier one's, only take a bound away.
+			// reused; the start is read on the monotonic clock and
+			// put on the wall clock per event: a millisecond apart
+			// at most for one process): count afresh. Its accepted
+			// connections, if the earlier one's, only take a bound
+			// away.
 			p.started, p.expiries = d.ProcStart, 0
 		}
 		p.expiries++
