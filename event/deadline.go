@@ -387,8 +387,8 @@ func (d *Deadline) ProcessBudget() (time.Duration, bool) {
 // BudgetFrom is Budget when the creation was seen ("creation"), else the
 // duration a deadline was made from, read at the expiry (SetBudgetFrom:
 // "client_timeout", "timeout_handler", "dialer_timeout"), else SpanBudget
-// ("span_start"),
-// else ProcessBudget ("process_start"). The last two are upper bounds.
+// ("span_start"), else ProcessBudget ("process_start"). The last two are
+// upper bounds.
 func (d *Deadline) BudgetFrom() (time.Duration, string, bool) {
 	if b, ok := d.Budget(); ok {
 		return b, "creation", true

@@ -25,15 +25,7 @@ type OpenDefers struct {
 // two unsigned varints). ErrNotFound when fn has none (no defer, or defers
 // the compiler did not open-code: in a loop, too many).
 func (b *Binary) OpenDefers(fn Func) (OpenDefers, error) {
-	p, err := b.lineTable()
-	if err != nil {
-		return OpenDefers{}, err
-	}
-	t := p.funcs
-	if t == nil {
-		return OpenDefers{}, fmt.Errorf("open-coded defers of %s: %w", fn.Name, ErrNoOffsets)
-	}
-	f, err := t.find(fn.Entry)
+	t, f, err := b.funcRecord(fn, "open-coded defers")
 	if err != nil {
 		return OpenDefers{}, err
 	}
@@ -67,15 +59,7 @@ func (b *Binary) OpenDefers(fn Func) (OpenDefers, error) {
 // the prologue's and the stack-growth path's are smaller). On amd64 it
 // counts the saved frame pointer, not the return address.
 func (b *Binary) FrameSize(fn Func) (uint64, error) {
-	p, err := b.lineTable()
-	if err != nil {
-		return 0, err
-	}
-	t := p.funcs
-	if t == nil {
-		return 0, fmt.Errorf("frame size of %s: %w", fn.Name, ErrNoOffsets)
-	}
-	f, err := t.find(fn.Entry)
+	t, f, err := b.funcRecord(fn, "frame size")
 	if err != nil {
 		return 0, err
 	}
@@ -83,24 +67,26 @@ func (b *Binary) FrameSize(fn Func) (uint64, error) {
 		return 0, fmt.Errorf("frame size of %s: no PC-SP table: %w", fn.Name, ErrNotFound)
 	}
 	size := int32(-1)
-	pos := t.pctab + uint64(f.pcsp)
-	pc, val := f.entry, int32(-1)
-	for pc < fn.End {
-		first := pc == f.entry
-		uv, ok := t.varint(&pos)
-		if !ok || uv == 0 && !first {
-			break
-		}
-		val += int32(-(uv & 1) ^ (uv >> 1))
-		d, ok := t.varint(&pos)
-		if !ok {
-			break
-		}
-		pc += uint64(d) * t.quantum
+	t.pcvalues(f, f.pcsp, func(val int32, end uint64) bool {
 		size = max(size, val)
-	}
+		return end < fn.End
+	})
 	if size < 0 {
 		return 0, corruptf("PC-SP table of %s", fn.Name)
 	}
 	return uint64(size), nil
+}
+
+// funcRecord is fn's function record in the pclntab, what names the
+// lookup in its errors.
+func (b *Binary) funcRecord(fn Func, what string) (*funcTab, funcRecord, error) {
+	p, err := b.lineTable()
+	if err != nil {
+		return nil, funcRecord{}, err
+	}
+	if p.funcs == nil {
+		return nil, funcRecord{}, fmt.Errorf("%s of %s: %w", what, fn.Name, ErrNoOffsets)
+	}
+	f, err := p.funcs.find(fn.Entry)
+	return p.funcs, f, err
 }

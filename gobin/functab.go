@@ -130,13 +130,14 @@ func (t *funcTab) find(pc uint64) (funcRecord, error) {
 	return f, nil
 }
 
-// pcvalue decodes the PC-value table at off in pctab for target, as
-// runtime.pcvalue does: pairs of zigzag value delta and PC delta (in
-// quanta), starting at the entry with value -1. It returns -1 when there is
-// no table, the target is not covered or the table is malformed.
-func (t *funcTab) pcvalue(f funcRecord, off uint32, target uint64) int32 {
+// pcvalues decodes the PC-value table at off in pctab, as runtime.pcvalue
+// does: pairs of zigzag value delta and PC delta (in quanta), starting at
+// the entry with value -1. It yields each run's value and the PC just past
+// it, in order, until yield returns false or the table ends (its
+// terminator, or malformed).
+func (t *funcTab) pcvalues(f funcRecord, off uint32, yield func(val int32, end uint64) bool) {
 	if off == 0 {
-		return -1
+		return
 	}
 	p := t.pctab + uint64(off)
 	pc, val := f.entry, int32(-1)
@@ -144,18 +145,32 @@ func (t *funcTab) pcvalue(f funcRecord, off uint32, target uint64) int32 {
 		first := pc == f.entry
 		uv, ok := t.varint(&p)
 		if !ok || uv == 0 && !first {
-			return -1
+			return
 		}
 		val += int32(-(uv & 1) ^ (uv >> 1))
 		pcDelta, ok := t.varint(&p)
 		if !ok {
-			return -1
+			return
 		}
 		pc += uint64(pcDelta) * t.quantum
-		if target < pc {
-			return val
+		if !yield(val, pc) {
+			return
 		}
 	}
+}
+
+// pcvalue is the value of the PC-value table at off for target: -1 when
+// there is no table, the target is not covered or the table is malformed.
+func (t *funcTab) pcvalue(f funcRecord, off uint32, target uint64) int32 {
+	v := int32(-1)
+	t.pcvalues(f, off, func(val int32, end uint64) bool {
+		if target < end {
+			v = val
+			return false
+		}
+		return true
+	})
+	return v
 }
 
 // varint reads an unsigned LEB128 value of at most 32 bits at *p.

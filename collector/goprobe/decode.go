@@ -202,12 +202,11 @@ func traceparentSource(src uint8) string {
 }
 
 // setBudget is the budget the probe read from a budget frame (a
-// (*Client).send, a (*timeoutHandler).ServeHTTP, a net.(*Dialer).DialContext)
-// for a deadline that
-// function's code made from a duration, and where from; 0 when none was
-// read or a spill slot it read (receiver, request) was not live at that
-// frame's call: a slot not live may hold an earlier call's value
-// (counted).
+// (*Client).send, a (*timeoutHandler).ServeHTTP, a
+// net.(*Dialer).DialContext) for a deadline that function's code made from
+// a duration, and where from; 0 when none was read or a spill slot it read
+// (receiver, request) was not live at that frame's call: a slot not live
+// may hold an earlier call's value (counted).
 func (p *Process) setBudget(r *godeadlineTtGoEvent) (time.Duration, string) {
 	if r.BudgetPc == 0 || r.BudgetNs <= 0 {
 		return 0, ""
