@@ -97,6 +97,7 @@ func (c *Correlator) evaluate(d *event.Deadline) Report {
 		cands = c.exactCandidates(d, sp)
 		if len(cands) > 0 {
 			c.decideExact(&cause, cands, d)
+			callersOnly(&cause, cands, d)
 			break
 		}
 		// A goroutine evicted from the tables lost its bindings: its
@@ -605,6 +606,27 @@ func (c *Correlator) decideOpen(cause *Cause, cands []*evidence, d *event.Deadli
 	}
 	cause.Summary = summarize(agreed, cands, w)
 	cause.Note = fmt.Sprintf("%d sockets of pid %d were in use in the window and all show %s", len(cands), d.PID, agreed)
+}
+
+// callersOnly: the goroutine that set the deadline was bound in the window
+// (its own socket I/O) only to connections the process accepted, healthy,
+// and no waiting frame said where it was at the expiry. Bound to its
+// caller's connection, it had been reading the caller's request or writing
+// its answer; what it waited on at the expiry may be the rest of that
+// request (a slow client) or something local it went on to (a lock, a
+// queue): "the client did not answer" is neither. Measured: a net/http
+// handler reading a stalled upload over TLS (its body read lies deeper in
+// its stack than the frames the probe keeps) read slow_peer "CLIENT did
+// not answer", exact, 8 of 8, with the detail tier on. The verdict is
+// unknown, saying so, as onlyQuietCallers does without the detail tier.
+func callersOnly(cause *Cause, cands []*evidence, d *event.Deadline) {
+	if cause.Class != ClassSlowPeer || !onlyQuietCallers(cause, cands, d) {
+		return
+	}
+	cause.Summary = strings.Replace(cause.Summary, "and where its goroutine was is not known",
+		fmt.Sprintf("and goroutine %d, bound to them in the window, was parked at the expiry in no waiting frame the probe reads", d.CreatedGoid), 1)
+	cause.Note = fmt.Sprintf("bound to goroutine %d of pid %d by its own I/O on %s it accepted", d.CreatedGoid, d.PID,
+		map[bool]string{true: "the connection", false: "connections"}[len(cands) == 1])
 }
 
 // onlyQuietCallers: every candidate is a connection the process accepted

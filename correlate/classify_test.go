@@ -1164,6 +1164,52 @@ func TestSlowClient(t *testing.T) {
 	}
 }
 
+// TestBoundToCallersOnly: with the detail tier on, a server's handler whose
+// own I/O in the window was on its caller's connection only (reading the
+// request's body, bound by the kernel's activity samples), healthy, and no
+// waiting frame at the expiry: not "the client did not answer" (exact),
+// which blamed the caller 8 of 8 for a stalled upload over TLS, but
+// unknown, saying why. An upstream call in the window keeps slow_peer,
+// naming the upstream first; trouble on the caller's connection keeps its
+// class.
+func TestBoundToCallersOnly(t *testing.T) {
+	build := func(upstream, blackholed bool) *scenario {
+		sc := newScenario("t", "")
+		in := sc.conn(30, 10, "app", "10.0.0.1:8080", "10.0.0.9:4242", 100*time.Microsecond)
+		in.tcp(7950, event.TCPEstablished, oldState(stateSynRecv))
+		in.act(8050, 7, false)
+		if blackholed {
+			in.act(8060, 7, true)
+			in.blackhole(8060, 8600)
+		}
+		if upstream {
+			up := sc.conn(31, 10, "app", "10.0.0.1:40000", "10.0.0.3:80", 100*time.Microsecond)
+			up.handshake(0, 0)
+			up.act(8100, 7, true)
+		}
+		sc.deadline(10, "app", 8000, 600, 7, "main.handler (/src/app/main.go:40)")
+		return sc
+	}
+	r := one(t, build(false, false))
+	expect(t, r, ClassUnknown, None)
+	for _, want := range []string{"10.0.0.9:4242, accepted and healthy", "reading a caller's request (slow_client) or waiting on something local",
+		"goroutine 7, bound to them in the window, was parked at the expiry in no waiting frame"} {
+		if !strings.Contains(r.Cause.Summary, want) {
+			t.Errorf("summary %q, want %q in it", r.Cause.Summary, want)
+		}
+	}
+	if strings.Contains(r.Cause.Summary, "did not answer") {
+		t.Errorf("the caller is blamed: %q", r.Cause.Summary)
+	}
+	r = one(t, build(true, false))
+	expect(t, r, ClassSlowPeer, Exact)
+	if len(r.Cause.Connections) == 0 || r.Cause.Connections[0].Peer.String() != "10.0.0.3:80" {
+		t.Errorf("the upstream is not named first: %s", r.Cause.Summary)
+	}
+	r = one(t, build(false, true))
+	expect(t, r, ClassRTO, Exact)
+}
+
 // TestRetransmitsAfterASettledExpiry: a tail loss probe 4 ms after the
 // expiry, on the connection the request waited on. When that connection
 // had everything it had written acknowledged at the expiry (ConnSend
