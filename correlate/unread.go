@@ -226,8 +226,11 @@ func heldLocal(cause *Cause) bool {
 // client's request: gRPC's server stream receiving the client's next
 // message (a client or bidirectional stream), and a net/http handler
 // reading its request body (the goroutine that set the deadline, parked in
-// the server connection's reader).
-var inboundReads = []string{"google.golang.org/grpc.(*serverStream).RecvMsg", "net/http.(*connReader).Read"}
+// the server connection's reader; over HTTP/2, in the request body's read
+// of net/http's server, of Go 1.27's net/http/internal/http2, or of
+// golang.org/x/net/http2's).
+var inboundReads = []string{"google.golang.org/grpc.(*serverStream).RecvMsg", "net/http.(*connReader).Read",
+	"net/http.(*http2requestBody).Read", "net/http/internal/http2.(*requestBody).Read", "golang.org/x/net/http2.(*requestBody).Read"}
 
 // slowClient turns a slow_peer verdict into slow_client when every waiter
 // bound at the expiry was a server waiting to read from its client: the

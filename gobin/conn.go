@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // HTTP2Client is where one HTTP/2 client implementation starts a request on
@@ -155,11 +156,62 @@ type HTTP2Server struct {
 var http2Servers = []struct {
 	impl, recv, stream, frame, hpack string
 	module, std                      bool
+	body, conn                       string // the request body's type, the server connection's
 }{
-	{"net/http", "net/http.(*http2serverConn)", "net/http.http2stream", "net/http.http2MetaHeadersFrame", stdHpack, false, true},
+	{"net/http", "net/http.(*http2serverConn)", "net/http.http2stream", "net/http.http2MetaHeadersFrame", stdHpack, false, true,
+		"net/http.(*http2requestBody)", "net/http.http2serverConn"},
 	{"net/http/internal/http2", "net/http/internal/http2.(*serverConn)", "net/http/internal/http2.stream",
-		"net/http/internal/http2.MetaHeadersFrame", stdHpack, false, true},
-	{http2Pkg, http2Pkg + ".(*serverConn)", http2Pkg + ".stream", http2Pkg + ".MetaHeadersFrame", hpackPkg, true, false},
+		"net/http/internal/http2.MetaHeadersFrame", stdHpack, false, true,
+		"net/http/internal/http2.(*requestBody)", "net/http/internal/http2.serverConn"},
+	{http2Pkg, http2Pkg + ".(*serverConn)", http2Pkg + ".stream", http2Pkg + ".MetaHeadersFrame", hpackPkg, true, false,
+		http2Pkg + ".(*requestBody)", http2Pkg + ".serverConn"},
+}
+
+// HTTP2BodyRead is where a handler of one HTTP/2 server implementation
+// waits for its request's body: (*requestBody).Read(b, p), parked on the
+// body's pipe (a sync.Cond the connection's serve loop signals as DATA
+// frames come in: no socket read of its own). b's server connection is
+// Conn bytes in, and that connection's net.Conn (the inbound connection,
+// usually a *tls.Conn) NetConn bytes into it.
+type HTTP2BodyRead struct {
+	Impl          string // as HTTP2Client.Impl
+	Read          Func
+	Conn, NetConn int64
+}
+
+// HTTP2BodyReads resolves the HTTP/2 servers' body reads linked into the
+// binary, as HTTP2Servers does their request starts.
+func (b *Binary) HTTP2BodyReads() ([]HTTP2BodyRead, error) {
+	var out []HTTP2BodyRead
+	var errs []error
+	for _, c := range http2Servers {
+		fn, err := b.Func(c.body + ".Read")
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		// "pkg.(*T)": the type pkg.T.
+		body := strings.Replace(strings.TrimSuffix(c.body, ")"), "(*", "", 1)
+		r := HTTP2BodyRead{Impl: c.impl, Read: fn}
+		for _, f := range []struct {
+			typ, path string
+			dst       *int64
+		}{{body, "conn", &r.Conn}, {c.conn, "conn", &r.NetConn}} {
+			if err != nil {
+				break
+			}
+			if c.module {
+				*f.dst, err = b.grpcOffset(f.typ, f.path)
+			} else {
+				*f.dst, err = b.FieldOffset(f.typ, f.path)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("HTTP/2 server %s's body read: %w", c.impl, err))
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, errors.Join(errs...)
 }
 
 // stdHpack is the standard library's vendored copy of x/net's hpack.

@@ -65,6 +65,10 @@ func GRPCProbeFields() []GRPCFieldRef {
 		// x/net's HTTP/2 server: the stream's context, which its
 		// request's is (the inbound traceparent is kept by it).
 		{modXNet, http2Pkg + ".stream", "ctx"},
+		// Its handler reading its request body: the body's server
+		// connection and that connection's net.Conn.
+		{modXNet, http2Pkg + ".requestBody", "conn"},
+		{modXNet, http2Pkg + ".serverConn", "conn"},
 	}
 }
 

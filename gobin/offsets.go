@@ -102,6 +102,12 @@ func ProbeFields() []FieldRef {
 		{"net/http.http2MetaHeadersFrame", "Fields"},
 		{"net/http/internal/http2.stream", "ctx"},              // Go 1.27
 		{"net/http/internal/http2.MetaHeadersFrame", "Fields"}, // Go 1.27
+		// A handler reading its request body: the body's server
+		// connection and that connection's net.Conn, the inbound one.
+		{"net/http.http2requestBody", "conn"},
+		{"net/http.http2serverConn", "conn"},
+		{"net/http/internal/http2.requestBody", "conn"}, // Go 1.27
+		{"net/http/internal/http2.serverConn", "conn"},  // Go 1.27
 		{"vendor/golang.org/x/net/http2/hpack.HeaderField", "Name"},
 		{"vendor/golang.org/x/net/http2/hpack.HeaderField", "Value"},
 		{"vendor/golang.org/x/net/http2/hpack.HeaderField", "Sensitive"},
@@ -120,6 +126,10 @@ var fieldReleases = map[FieldRef][2]int{
 	{"net/http.http2MetaHeadersFrame", "Fields"}:           {0, 26},
 	{"net/http/internal/http2.stream", "ctx"}:              {27, 0},
 	{"net/http/internal/http2.MetaHeadersFrame", "Fields"}: {27, 0},
+	{"net/http.http2requestBody", "conn"}:                  {0, 26},
+	{"net/http.http2serverConn", "conn"}:                   {0, 26},
+	{"net/http/internal/http2.requestBody", "conn"}:        {27, 0},
+	{"net/http/internal/http2.serverConn", "conn"}:         {27, 0},
 	{"internal/runtime/maps.Map", "dirPtr"}:                {24, 0},
 	{"internal/runtime/maps.Map", "dirLen"}:                {24, 0},
 }

@@ -208,7 +208,25 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 		}
 	}
 	p.resolveTimeoutHandler(offs)
+	p.resolveH2BodyReads()
 	p.resolveConnLayout()
+}
+
+// resolveH2BodyReads makes the HTTP/2 servers' request body reads waiting
+// frames: a handler reading its request's body over HTTP/2 (HTTPS's
+// default) waits on the body's pipe, which the connection's serve loop
+// fills, not on a socket of its own, so only this frame says which
+// connection it waits on: the body's server connection, and that its
+// net.Conn (the inbound one). Read, like connReader.Read, from the
+// goroutine that set the deadline (the detail tier). Optional.
+func (p *Process) resolveH2BodyReads() {
+	reads, err := p.bin.HTTP2BodyReads()
+	if err != nil {
+		p.log.Info("some HTTP/2 handlers reading their request body are not bound", "err", err)
+	}
+	for _, r := range reads {
+		p.addWaitFrameVia(r.Read, r.Conn, r.NetConn)
+	}
 }
 
 // resolveTimeoutHandler makes net/http's (*timeoutHandler).ServeHTTP a
