@@ -392,6 +392,53 @@ __noinline int read_chan_waiters(struct tt_go_event *e, __u64 c, const struct tt
 	return 0;
 }
 
+/*
+ * deep_frame walks waiter i's frames again from g, past the
+ * TT_GO_WAIT_STACK that read_stack kept, up to TT_DEEP_FRAMES more, for a
+ * waiting frame, when read_stack found none: a goroutine read because it
+ * is not parked on the context (the deadline's creator, the reader of
+ * http.TimeoutHandler's inbound connection) may wait deeper, a net/http
+ * handler reading its request body over TLS 14 frames above gopark
+ * (crypto/tls's record reads under connReader.Read). The frame's return
+ * address is kept in waiter_frame_pc (the stack kept stops before it).
+ * Global, out of read_stack's call chain (the verifier's combined stack
+ * limit): verified once.
+ */
+__noinline int deep_frame(struct tt_go_event *e, __u32 i, __u64 g, const struct tt_go_offsets *off,
+			  const struct tt_go_conn_layout *cl)
+{
+	if (!e || !off || !cl)
+		return 0;
+	asm volatile("" : "+r"(i));
+	i &= TT_GO_WAITERS - 1;
+	if (e->waiter_frame[i])
+		return 0;
+	__u64 fp = read_u64(g + off->g_sched_bp);
+	for (int j = 1; j < TT_GO_WAIT_STACK + TT_DEEP_FRAMES; j++) {
+		if (!fp)
+			break;
+		__u64 pc = read_u64(fp + 8);
+		fp = read_u64(fp);
+		if (j < TT_GO_WAIT_STACK)
+			continue;
+#pragma unroll
+		for (int k = 0; k < TT_WAIT_FRAMES; k++) {
+			if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
+				__u64 a = frame_args(fp) + cl->wait_arg[k];
+				if (!cl->wait_itab[k] || read_u64(a - 8) == cl->wait_itab[k]) {
+					e->waiter_cookie[i] = read_u64(a);
+					e->waiter_fd[i] = k;
+					e->waiter_frame[i] = j + 1;
+					e->waiter_frame_pc[i] = pc;
+				}
+			}
+		}
+		if (e->waiter_frame[i])
+			break;
+	}
+	return 0;
+}
+
 /* runtime.g.atomicstatus values (runtime2.go, unchanged since Go 1.0). */
 #define TT_G_RUNNABLE 1
 #define TT_G_WAITING 4
@@ -433,6 +480,7 @@ __noinline int read_creator(struct tt_go_event *e, __u64 g, __u64 goid, const st
 	asm volatile("" : "+r"(i));
 	i &= TT_GO_WAITERS - 1;
 	read_stack(e, i, g, off, cl);
+	deep_frame(e, i, g, off, cl);
 	if (!e->waiter_frame[i])
 		return 0; /* parked elsewhere: userspace reads only e->waiters entries */
 	e->waiter_goid[i] = goid;
@@ -817,6 +865,7 @@ __noinline int read_inbound_reader(struct tt_go_event *e, const struct tt_go_off
 	asm volatile("" : "+r"(n));
 	n &= TT_GO_WAITERS - 1;
 	read_stack(e, n, g, off, cl);
+	deep_frame(e, n, g, off, cl);
 	if (!e->waiter_frame[n])
 		return 0; /* parked elsewhere: userspace reads only e->waiters entries */
 	e->waiter_goid[n] = read_u64(g + off->g_goid);

@@ -28,6 +28,11 @@ enum tt_go_budget_src {
 /* Frames read past a waiter's TT_GO_WAIT_STACK for a budget frame only
  * (net's DialContext lies 14-15 frames above a dial parked in connect). */
 #define TT_BUDGET_EXTRA_FRAMES 8
+/* Frames read past a waiter's TT_GO_WAIT_STACK for a waiting frame, for
+ * the goroutines not parked on the context (deep_frame): a net/http
+ * handler reading its request body over TLS parks 14 frames below
+ * connReader.Read. */
+#define TT_DEEP_FRAMES 8
 /* Open-coded defer slots of DialContext looked at (Go 1.21-1.25 have two
  * defers there, 1.26 one). */
 #define TT_DIAL_DEFERS 2
@@ -486,6 +491,9 @@ struct tt_go_event {
 	/* Each waiter's goroutine (its runtime.g): where read_budget walks
 	 * its frames again, past the ones kept, for a budget frame. */
 	__u64 waiter_g[TT_GO_WAITERS];
+	/* The return address of a waiting frame found past the frames kept
+	 * (deep_frame: waiter_frame - 1 >= TT_GO_WAIT_STACK); 0 otherwise. */
+	__u64 waiter_frame_pc[TT_GO_WAITERS];
 };
 
 #endif

@@ -103,21 +103,27 @@ func TestCauseHTTPSlowClientTimeoutHandler(t *testing.T) {
 // its HTTP/1.1 one. With the detail tier on, the handler that set the
 // deadline is parked in the HTTP/2 server's request body read (its pipe,
 // fed by the connection's serve loop: no socket read of its own), or, over
-// HTTP/1.1, in crypto/tls's read under net/http's connReader; each binds
-// the inbound connection through the TLS connection to its socket: every
-// report slow_client, exact, naming it. A version of this test without
-// the HTTP/2 server's body read as a waiting frame read 8 of 8 unknown.
+// HTTP/1.1, in crypto/tls's read under net/http's connReader, 14 frames
+// above gopark (deep_frame); each binds the inbound connection through the
+// TLS connection to its socket: every report slow_client, exact, naming
+// it. So does http.TimeoutHandler's over HTTP/1.1, with no detail tier.
+// Before: HTTP/2 8 of 8 unknown; HTTP/1.1 8 of 8 slow_peer "the client did
+// not answer" (then unknown, with callersOnly).
 func TestCauseHTTPSlowClientTLS(t *testing.T) {
 	requireGoTracing(t)
+	handler := []string{"-tls", "-deadline", "300ms", "-deadline-body"}
 	for _, mode := range []struct {
-		name   string
-		client []string
+		name, detail   string
+		client, server []string
 	}{
-		{"h2", []string{"-tls"}},
-		{"http1", []string{"-tls", "-http1"}},
+		{"h2", "always", []string{"-tls"}, handler},
+		{"http1", "always", []string{"-tls", "-http1"}, handler},
+		// http.TimeoutHandler's reader, found from its inbound
+		// connection with no detail tier, parked as deep.
+		{"http1_timeout_handler", "never", []string{"-tls", "-http1"}, []string{"-tls", "-timeout-handler", "300ms"}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
-			run, expired := stalledUploads(t, "always", mode.client, "-tls", "-deadline", "300ms", "-deadline-body")
+			run, expired := stalledUploads(t, mode.detail, mode.client, mode.server...)
 			slow := 0
 			for _, r := range run.reports {
 				if r.Cause == nil || len(r.Cause.Connections) == 0 {

@@ -190,6 +190,7 @@ type godeadlineTtGoEvent struct {
 	GetconnFp        uint64
 	ProcStartNs      uint64
 	WaiterG          [4]uint64
+	WaiterFramePc    [4]uint64
 }
 
 type godeadlineTtGoExpiry uint32

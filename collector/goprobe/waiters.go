@@ -150,10 +150,15 @@ func waitingFrame(stack []string) string {
 // socket).
 func (p *Process) waiterConn(r *godeadlineTtGoEvent, i int) (uint64, string, int32) {
 	j := int(r.WaiterFrame[i]) - 1
-	if j < 0 || j >= len(r.WaiterPcs[i]) {
+	if j < 0 {
 		return 0, "", -1
 	}
-	pc := r.WaiterPcs[i][j]
+	var pc uint64
+	if j < len(r.WaiterPcs[i]) {
+		pc = r.WaiterPcs[i][j]
+	} else if pc = r.WaiterFramePc[i]; pc == 0 { // found past the frames kept (deep_frame)
+		return 0, "", -1
+	}
 	frame := ""
 	cl := &p.ext.conns
 	for k := range cl.WaitLo {
