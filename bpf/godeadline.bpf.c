@@ -77,6 +77,7 @@ const enum tt_go_tp_source *unused_go_tp_source __attribute__((unused));
 const enum tt_go_no_offset *unused_go_no_offset __attribute__((unused));
 const enum tt_go_af_found *unused_go_af_found __attribute__((unused));
 const enum tt_go_budget_src *unused_go_budget_src __attribute__((unused));
+const enum tt_go_inbound_kind *unused_go_inbound_kind __attribute__((unused));
 const enum tt_go_children_map *unused_go_children_map __attribute__((unused));
 const struct creation *unused_creation __attribute__((unused));
 const struct pid_ptr *unused_pid_ptr __attribute__((unused));
@@ -819,7 +820,9 @@ static __always_inline void read_waiters(struct tt_go_event *e, __u64 c, const s
  * reading that connection (its pollDesc's rg) is read as one more waiter,
  * with its stack, when it is parked in a waiting frame of its own (a
  * handler reading its request body, in net/http's connReader.Read; not the
- * server's background read, which waits for the next request).
+ * server's background read, which waits for the next request). Over HTTP/2
+ * (TT_INBOUND_PIPE) the goroutine waiting on the stream's body pipe is,
+ * parked in the HTTP/2 server's body read.
  * waiter_af: TT_AF_INBOUND | the holder's index << 2 (userspace checks the
  * holder's spill slots were live). Global, like read_chan_waiters.
  */
@@ -828,7 +831,7 @@ __noinline int read_inbound_reader(struct tt_go_event *e, const struct tt_go_off
 {
 	if (!e || !off || !cl)
 		return 0;
-	__u64 nfd = 0;
+	__u64 nfd = 0, g = 0;
 	int wrapped = 0;
 	__u32 holder = 0;
 	for (int i = 0; i < TT_GO_WAITERS; i++) {
@@ -842,22 +845,32 @@ __noinline int read_inbound_reader(struct tt_go_event *e, const struct tt_go_off
 		__u64 recv = e->waiter_cookie[i];
 		e->waiter_frame[i] = 0; /* waits on its context, not on the connection */
 		e->waiter_cookie[i] = 0;
-		if (nfd || !recv)
+		if (nfd || g || !recv)
 			continue;
 		if (cl->wait_via[k])
 			recv = read_u64(recv + cl->wait_via[k] - 1);
 		if (!recv)
 			continue;
+		if (cl->wait_inbound[k] == TT_INBOUND_PIPE) {
+			/* HTTP/2: the stream's body pipe, its cond's first waiter. */
+			if (cl->wait_via2[k])
+				recv = read_u64(recv + cl->wait_via2[k] - 1);
+			__u64 pipe = recv ? read_u64(recv + cl->wait_conn[k]) : 0;
+			__u64 sg = pipe ? read_u64(pipe + cl->pipe_head) : 0;
+			g = sg ? read_u64(sg + off->sudog_g) : 0;
+			holder = i;
+			continue;
+		}
 		__u64 at = recv + cl->wait_conn[k];
 		__u64 tab = read_u64(at);
 		nfd = tcpconn_netfd(tab, read_u64(at + 8), off->tcpconn_itab, off->conn_fd, cl, &wrapped);
 		holder = i;
 	}
-	if (!nfd)
-		return 0;
-	__u64 pd = read_u64(nfd + cl->netfd_pd);
-	__u64 g = pd ? read_u64(pd + cl->polldesc_rg) : 0;
-	if (g <= 2) /* pdNil, pdReady, pdWait: nobody parked reading it */
+	if (!g && nfd) {
+		__u64 pd = read_u64(nfd + cl->netfd_pd);
+		g = pd ? read_u64(pd + cl->polldesc_rg) : 0;
+	}
+	if (g <= 2) /* none; or pdNil, pdReady, pdWait: nobody parked reading it */
 		return 0;
 	__u32 n = e->waiters;
 	if (n >= TT_GO_WAITERS)

@@ -157,14 +157,19 @@ var http2Servers = []struct {
 	impl, recv, stream, frame, hpack string
 	module, std                      bool
 	body, conn                       string // the request body's type, the server connection's
+	// The ResponseWriter its handlers get, its state, the stream's body
+	// pipe ("": not known; Go 1.27's is wrapped by net/http).
+	writer, state, pipe string
 }{
 	{"net/http", "net/http.(*http2serverConn)", "net/http.http2stream", "net/http.http2MetaHeadersFrame", stdHpack, false, true,
-		"net/http.(*http2requestBody)", "net/http.http2serverConn"},
+		"net/http.(*http2requestBody)", "net/http.http2serverConn",
+		"net/http.http2responseWriter", "net/http.http2responseWriterState", "net/http.http2pipe"},
 	{"net/http/internal/http2", "net/http/internal/http2.(*serverConn)", "net/http/internal/http2.stream",
 		"net/http/internal/http2.MetaHeadersFrame", stdHpack, false, true,
-		"net/http/internal/http2.(*requestBody)", "net/http/internal/http2.serverConn"},
+		"net/http/internal/http2.(*requestBody)", "net/http/internal/http2.serverConn", "", "", ""},
 	{http2Pkg, http2Pkg + ".(*serverConn)", http2Pkg + ".stream", http2Pkg + ".MetaHeadersFrame", hpackPkg, true, false,
-		http2Pkg + ".(*requestBody)", http2Pkg + ".serverConn"},
+		http2Pkg + ".(*requestBody)", http2Pkg + ".serverConn",
+		http2Pkg + ".responseWriter", http2Pkg + ".responseWriterState", http2Pkg + ".pipe"},
 }
 
 // HTTP2BodyRead is where a handler of one HTTP/2 server implementation
@@ -177,6 +182,15 @@ type HTTP2BodyRead struct {
 	Impl          string // as HTTP2Client.Impl
 	Read          Func
 	Conn, NetConn int64
+	// The way from the ResponseWriter a handler gets (Writer, its type:
+	// its itab as an http.ResponseWriter tells it) to the goroutine
+	// reading the request's body: the writer's state (Rws bytes in), its
+	// stream (Stream bytes into that), the stream's body pipe (Body), and
+	// the first goroutine waiting on the pipe's sync.Cond, a sudog
+	// PipeHead bytes into it. Writer "": not known (WriterErr says why).
+	Writer                      string
+	Rws, Stream, Body, PipeHead int64
+	WriterErr                   error
 }
 
 // HTTP2BodyReads resolves the HTTP/2 servers' body reads linked into the
@@ -208,6 +222,26 @@ func (b *Binary) HTTP2BodyReads() ([]HTTP2BodyRead, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("HTTP/2 server %s's body read: %w", c.impl, err))
 			continue
+		}
+		r.WriterErr = fmt.Errorf("HTTP/2 server %s: its ResponseWriter is not known", c.impl)
+		if c.writer != "" {
+			r.WriterErr = nil
+			for _, f := range []struct {
+				typ, path string
+				dst       *int64
+			}{{c.writer, "rws", &r.Rws}, {c.state, "stream", &r.Stream}, {c.stream, "body", &r.Body}, {c.pipe, "c.notify.head", &r.PipeHead}} {
+				if c.module {
+					*f.dst, r.WriterErr = b.grpcOffset(f.typ, f.path)
+				} else {
+					*f.dst, r.WriterErr = b.FieldOffset(f.typ, f.path)
+				}
+				if r.WriterErr != nil {
+					break
+				}
+			}
+			if r.WriterErr == nil {
+				r.Writer = "*" + c.writer
+			}
 		}
 		out = append(out, r)
 	}

@@ -69,6 +69,12 @@ func GRPCProbeFields() []GRPCFieldRef {
 		// connection and that connection's net.Conn.
 		{modXNet, http2Pkg + ".requestBody", "conn"},
 		{modXNet, http2Pkg + ".serverConn", "conn"},
+		// http.TimeoutHandler over it: from the handler's ResponseWriter
+		// to the goroutine waiting on the request's body pipe.
+		{modXNet, http2Pkg + ".responseWriter", "rws"},
+		{modXNet, http2Pkg + ".responseWriterState", "stream"},
+		{modXNet, http2Pkg + ".stream", "body"},
+		{modXNet, http2Pkg + ".pipe", "c.notify.head"},
 	}
 }
 

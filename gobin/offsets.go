@@ -108,6 +108,12 @@ func ProbeFields() []FieldRef {
 		{"net/http.http2serverConn", "conn"},
 		{"net/http/internal/http2.requestBody", "conn"}, // Go 1.27
 		{"net/http/internal/http2.serverConn", "conn"},  // Go 1.27
+		// http.TimeoutHandler over HTTP/2: from its ResponseWriter to the
+		// goroutine waiting on the request's body pipe.
+		{"net/http.http2responseWriter", "rws"},
+		{"net/http.http2responseWriterState", "stream"},
+		{"net/http.http2stream", "body"},
+		{"net/http.http2pipe", "c.notify.head"},
 		{"vendor/golang.org/x/net/http2/hpack.HeaderField", "Name"},
 		{"vendor/golang.org/x/net/http2/hpack.HeaderField", "Value"},
 		{"vendor/golang.org/x/net/http2/hpack.HeaderField", "Sensitive"},
@@ -130,6 +136,10 @@ var fieldReleases = map[FieldRef][2]int{
 	{"net/http.http2serverConn", "conn"}:                   {0, 26},
 	{"net/http/internal/http2.requestBody", "conn"}:        {27, 0},
 	{"net/http/internal/http2.serverConn", "conn"}:         {27, 0},
+	{"net/http.http2responseWriter", "rws"}:                {0, 26},
+	{"net/http.http2responseWriterState", "stream"}:        {0, 26},
+	{"net/http.http2stream", "body"}:                       {0, 26},
+	{"net/http.http2pipe", "c.notify.head"}:                {0, 26},
 	{"internal/runtime/maps.Map", "dirPtr"}:                {24, 0},
 	{"internal/runtime/maps.Map", "dirLen"}:                {24, 0},
 }

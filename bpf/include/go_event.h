@@ -170,8 +170,13 @@ struct tt_go_conn_layout {
 	 * goroutine does not read itself (net/http's (*timeoutHandler).ServeHTTP
 	 * waits on its context while another goroutine runs the handler):
 	 * the goroutine parked reading that connection (its pollDesc's rg) is
-	 * read as one more waiter (TT_AF_INBOUND), and this one is not bound. */
+	 * read as one more waiter (TT_AF_INBOUND), and this one is not bound.
+	 * TT_INBOUND_PIPE: over HTTP/2 the handler reads no socket; the
+	 * argument holds (wait_via, wait_via2) the request's stream, whose
+	 * body pipe (wait_conn) has the goroutine reading it as its sync.Cond's
+	 * first waiter (pipe_head: the cond's notifyList head, a sudog). */
 	__u32 wait_inbound[TT_WAIT_FRAMES];
+	__u32 pipe_head;
 	/* Connections held by AfterFunc registrations on the expiring
 	 * context (or its children), found without the detail tier: net's
 	 * (*netFD).connect since Go 1.26 (a dial waiting for its handshake),
@@ -221,6 +226,12 @@ enum tt_go_af_found {
 	 * connection of waiter N's waiting frame (wait_inbound), with N in
 	 * place of the closure's index; its own waiting frame binds it. */
 	TT_AF_INBOUND = 3,
+};
+
+/* tt_go_conn_layout.wait_inbound's kinds. */
+enum tt_go_inbound_kind {
+	TT_INBOUND_POLL = 1, /* the connection's pollDesc: its rg */
+	TT_INBOUND_PIPE = 2, /* an HTTP/2 stream's body pipe: its cond's first waiter */
 };
 
 /* How a goroutine was bound to a socket. */

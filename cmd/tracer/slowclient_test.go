@@ -106,7 +106,9 @@ func TestCauseHTTPSlowClientTimeoutHandler(t *testing.T) {
 // HTTP/1.1, in crypto/tls's read under net/http's connReader, 14 frames
 // above gopark (deep_frame); each binds the inbound connection through the
 // TLS connection to its socket: every report slow_client, exact, naming
-// it. So does http.TimeoutHandler's over HTTP/1.1, with no detail tier.
+// it. So does http.TimeoutHandler's, with no detail tier: over HTTP/1.1
+// the goroutine parked reading its inbound connection, over HTTP/2 the one
+// waiting on the request's body pipe (found from its ResponseWriter).
 // Before: HTTP/2 8 of 8 unknown; HTTP/1.1 8 of 8 slow_peer "the client did
 // not answer" (then unknown, with callersOnly).
 func TestCauseHTTPSlowClientTLS(t *testing.T) {
@@ -121,6 +123,9 @@ func TestCauseHTTPSlowClientTLS(t *testing.T) {
 		// http.TimeoutHandler's reader, found from its inbound
 		// connection with no detail tier, parked as deep.
 		{"http1_timeout_handler", "never", []string{"-tls", "-http1"}, []string{"-tls", "-timeout-handler", "300ms"}},
+		// Over HTTP/2: the goroutine waiting on the request's body
+		// pipe, found from TimeoutHandler's ResponseWriter.
+		{"h2_timeout_handler", "never", []string{"-tls"}, []string{"-tls", "-timeout-handler", "300ms"}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			run, expired := stalledUploads(t, mode.detail, mode.client, mode.server...)

@@ -100,6 +100,8 @@ type gocallsTtGoConnLayout struct {
 	WaitArg           [16]uint32
 	WaitItab          [16]uint64
 	WaitInbound       [16]uint32
+	PipeHead          uint32
+	_                 [4]byte
 	AfterfuncItab     uint64
 	AfFn              [4]uint64
 	AfFramePc         [4]uint64

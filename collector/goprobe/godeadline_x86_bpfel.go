@@ -109,6 +109,8 @@ type godeadlineTtGoConnLayout struct {
 	WaitArg           [16]uint32
 	WaitItab          [16]uint64
 	WaitInbound       [16]uint32
+	PipeHead          uint32
+	_                 [4]byte
 	AfterfuncItab     uint64
 	AfFn              [4]uint64
 	AfFramePc         [4]uint64
@@ -255,6 +257,13 @@ const (
 	godeadlineTtGoHitTT_GO_HIT_MAX          godeadlineTtGoHit = 21
 )
 
+type godeadlineTtGoInboundKind uint32
+
+const (
+	godeadlineTtGoInboundKindTT_INBOUND_POLL godeadlineTtGoInboundKind = 1
+	godeadlineTtGoInboundKindTT_INBOUND_PIPE godeadlineTtGoInboundKind = 2
+)
+
 type godeadlineTtGoNoOffset uint32
 
 const (
@@ -382,6 +391,7 @@ const (
 	godeadlineVarUnusedGoExpiry       = "unused_go_expiry"
 	godeadlineVarUnusedGoGrpcOffsets  = "unused_go_grpc_offsets"
 	godeadlineVarUnusedGoHit          = "unused_go_hit"
+	godeadlineVarUnusedGoInboundKind  = "unused_go_inbound_kind"
 	godeadlineVarUnusedGoNoOffset     = "unused_go_no_offset"
 	godeadlineVarUnusedGoOffsets      = "unused_go_offsets"
 	godeadlineVarUnusedGoSpanType     = "unused_go_span_type"
@@ -478,6 +488,7 @@ type godeadlineVariableSpecs struct {
 	UnusedGoExpiry      *ebpf.VariableSpec `ebpf:"unused_go_expiry"`
 	UnusedGoGrpcOffsets *ebpf.VariableSpec `ebpf:"unused_go_grpc_offsets"`
 	UnusedGoHit         *ebpf.VariableSpec `ebpf:"unused_go_hit"`
+	UnusedGoInboundKind *ebpf.VariableSpec `ebpf:"unused_go_inbound_kind"`
 	UnusedGoNoOffset    *ebpf.VariableSpec `ebpf:"unused_go_no_offset"`
 	UnusedGoOffsets     *ebpf.VariableSpec `ebpf:"unused_go_offsets"`
 	UnusedGoSpanType    *ebpf.VariableSpec `ebpf:"unused_go_span_type"`
@@ -558,6 +569,7 @@ type godeadlineVariables struct {
 	UnusedGoExpiry      *ebpf.Variable `ebpf:"unused_go_expiry"`
 	UnusedGoGrpcOffsets *ebpf.Variable `ebpf:"unused_go_grpc_offsets"`
 	UnusedGoHit         *ebpf.Variable `ebpf:"unused_go_hit"`
+	UnusedGoInboundKind *ebpf.Variable `ebpf:"unused_go_inbound_kind"`
 	UnusedGoNoOffset    *ebpf.Variable `ebpf:"unused_go_no_offset"`
 	UnusedGoOffsets     *ebpf.Variable `ebpf:"unused_go_offsets"`
 	UnusedGoSpanType    *ebpf.Variable `ebpf:"unused_go_span_type"`

@@ -207,8 +207,8 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 			p.log.Info("a net/http handler reading its request body is not bound", "err", errors.Join(err1, err2))
 		}
 	}
-	p.resolveTimeoutHandler(offs)
-	p.resolveH2BodyReads()
+	th := p.resolveTimeoutHandler(offs)
+	p.resolveH2BodyReads(th)
 	p.resolveConnLayout()
 }
 
@@ -219,13 +219,54 @@ func (p *Process) resolveRoundTrip(offs *godeadlineTtGoOffsets) {
 // connection it waits on: the body's server connection, and that its
 // net.Conn (the inbound one). Read, like connReader.Read, from the
 // goroutine that set the deadline (the detail tier). Optional.
-func (p *Process) resolveH2BodyReads() {
+//
+// th, when non-zero, is net/http's (*timeoutHandler).ServeHTTP, already a
+// waiting frame for HTTP/1 (its ResponseWriter an *http.response): over
+// HTTP/2 its ResponseWriter is the HTTP/2 server's, whose state's stream
+// has the request's body pipe, and the goroutine waiting on that pipe (the
+// handler reading the body) is read as one more waiter (TT_INBOUND_PIPE).
+func (p *Process) resolveH2BodyReads(th gobin.Func) {
 	reads, err := p.bin.HTTP2BodyReads()
 	if err != nil {
 		p.log.Info("some HTTP/2 handlers reading their request body are not bound", "err", err)
 	}
+	var itabs []gobin.Itab
+	if th.Entry != 0 {
+		if itabs, err = p.bin.Itabs(); err != nil {
+			p.log.Info("a slow client behind http.TimeoutHandler over HTTP/2 is not bound", "err", err)
+			th = gobin.Func{}
+		}
+	}
+	cl := &p.ext.conns
 	for _, r := range reads {
 		p.addWaitFrameVia(r.Read, r.Conn, r.NetConn)
+		if th.Entry == 0 {
+			continue
+		}
+		if r.WriterErr != nil {
+			p.log.Info("a slow client behind http.TimeoutHandler over HTTP/2 is not bound", "err", r.WriterErr)
+			continue
+		}
+		var itab uint64
+		for _, it := range itabs {
+			if it.Type.String() == r.Writer && it.Interface.String() == "net/http.ResponseWriter" {
+				itab = it.Addr + p.bias
+			}
+		}
+		if itab == 0 {
+			continue // never used as a ResponseWriter: no handler of it
+		}
+		if cl.PipeHead != 0 && cl.PipeHead != uint32(r.PipeHead) {
+			p.log.Info("a slow client behind http.TimeoutHandler over HTTP/2 is not bound: two body pipe layouts", "server", r.Impl)
+			continue
+		}
+		i := p.addWaitFrameVia2(th, r.Rws, r.Stream, r.Body)
+		if i < 0 {
+			return
+		}
+		// As resolveTimeoutHandler's: ServeHTTP's second argument, w.
+		cl.WaitArg[i], cl.WaitItab[i], cl.WaitInbound[i] = 2*8, itab, uint32(godeadlineTtGoInboundKindTT_INBOUND_PIPE)
+		cl.PipeHead = uint32(r.PipeHead)
 	}
 }
 
@@ -237,10 +278,10 @@ func (p *Process) resolveH2BodyReads() {
 // net.Conn (rwc). The expiry probe binds the goroutine parked reading
 // that connection, when it reads in a waiting frame of its own (the
 // handler reading its request body): a slow client. Optional.
-func (p *Process) resolveTimeoutHandler(offs *godeadlineTtGoOffsets) {
+func (p *Process) resolveTimeoutHandler(offs *godeadlineTtGoOffsets) gobin.Func {
 	fn, err := p.bin.Func("net/http.(*timeoutHandler).ServeHTTP")
 	if err != nil {
-		return // no http.TimeoutHandler in this program
+		return gobin.Func{} // no http.TimeoutHandler in this program
 	}
 	fail := func(err error) {
 		p.log.Info("a slow client behind http.TimeoutHandler is not bound", "err", err)
@@ -249,12 +290,12 @@ func (p *Process) resolveTimeoutHandler(offs *godeadlineTtGoOffsets) {
 	rwc, err2 := p.bin.FieldOffset("net/http.conn", "rwc")
 	if err := errors.Join(err1, err2, p.resolvePollDesc()); err != nil {
 		fail(err)
-		return
+		return fn
 	}
 	itabs, err := p.bin.Itabs()
 	if err != nil {
 		fail(err)
-		return
+		return fn
 	}
 	var itab uint64
 	for _, it := range itabs {
@@ -264,29 +305,30 @@ func (p *Process) resolveTimeoutHandler(offs *godeadlineTtGoOffsets) {
 	}
 	if itab == 0 {
 		fail(errors.New("no itab of *http.response as an http.ResponseWriter"))
-		return
+		return fn
 	}
 	if offs.TcpconnItab == 0 { // (net.conn.fd is at offset 0)
 		fail(errors.New("no layout of *net.TCPConn as a net.Conn"))
-		return
+		return fn
 	}
 	i := p.addWaitFrameVia2(fn, conn, -1, rwc)
 	if i < 0 {
-		return
+		return fn
 	}
 	cl := &p.ext.conns
 	// ServeHTTP(w ResponseWriter, r *Request): the receiver's word, then
 	// w's itab and data words.
-	cl.WaitArg[i], cl.WaitItab[i], cl.WaitInbound[i] = 2*8, itab, 1
+	cl.WaitArg[i], cl.WaitItab[i], cl.WaitInbound[i] = 2*8, itab, uint32(godeadlineTtGoInboundKindTT_INBOUND_POLL)
 	// Its budget: the deadline it sets is WithTimeout(r.Context(), h.dt).
 	dt, err := p.bin.FieldOffset("net/http.timeoutHandler", "dt")
 	if err != nil || offs.RequestCtx == 0 {
 		p.log.Info("no budget from http.TimeoutHandler", "err", err)
-		return
+		return fn
 	}
 	b := godeadlineTtGoBudgetSrcTT_BUDGET_TIMEOUT_HANDLER - 1
 	offs.BudgetLo[b], offs.BudgetHi[b] = fn.Entry+p.bias, fn.End+p.bias
 	offs.BudgetRecv[b], offs.BudgetReq[b] = uint32(dt), budgetReqHandler
+	return fn
 }
 
 // resolvePollDesc sets the connection layout's way from a *net.netFD to
