@@ -291,6 +291,85 @@ __noinline int read_budget(struct tt_go_event *e, const struct tt_go_offsets *of
 	return 0;
 }
 
+/* iface_at: s + 8 when s holds an interface whose itab is want (its type
+ * word, then its data word), else 0. */
+static __always_inline __u64 iface_at(__u64 s, __u64 want)
+{
+	return s && read_u64(s) == want ? s + 8 : 0;
+}
+
+/*
+ * unwrap_iface: a is the address of an interface's data word (its itab
+ * the word before); the address of the data word of the interface whose
+ * itab is want: that one, or the one a wrapper holds first, one or two
+ * wrappers down. A wrapper (a middleware's ResponseWriter) holds the one
+ * it wraps as its first field, embedded (httpsnoop's, which otelhttp
+ * uses; Prometheus' responseWriterDelegator) or behind a pointer
+ * embedded first (Prometheus' delegator combinations, struct{
+ * *responseWriterDelegator; http.Flusher; ... }). 0: none. The itab's
+ * address is only ever stored as the type word of an interface holding
+ * that very type: a match is such an interface.
+ */
+static __always_inline __u64 unwrap_iface(__u64 a, __u64 want)
+{
+	if (read_u64(a - 8) == want)
+		return a;
+	__u64 d = read_u64(a), r;
+	if (!d)
+		return 0;
+	__u64 p = read_u64(d);
+	if ((r = iface_at(d, want)) || (r = iface_at(p, want)))
+		return r;
+	/* Two down: the wrapper each shape holds, in either shape. */
+	__u64 d1 = read_u64(d + 8), d2 = p ? read_u64(p + 8) : 0;
+	if ((r = iface_at(d1, want)) || (r = iface_at(d1 ? read_u64(d1) : 0, want)))
+		return r;
+	if ((r = iface_at(d2, want)) || (r = iface_at(d2 ? read_u64(d2) : 0, want)))
+		return r;
+	return 0;
+}
+
+/*
+ * resolve_itab_frames checks the waiters found in a waiting frame whose
+ * argument is an interface of a known type (the first TT_ITAB_FRAMES
+ * slots; waiter_cookie: the argument's address): the slot of the same
+ * function whose itab it is, or a wrapper's first field's (unwrap_iface),
+ * with the interface's data word; none: the frame is passed over. Global,
+ * out of read_stack's call chain (the verifier's combined stack limit).
+ */
+__noinline int resolve_itab_frames(struct tt_go_event *e, const struct tt_go_conn_layout *cl)
+{
+	if (!e || !cl)
+		return 0;
+	for (int i = 0; i < TT_GO_WAITERS; i++) {
+		if (!e->waiter_frame[i] || e->waiter_af[i])
+			continue;
+		__u32 k = (__u32)e->waiter_fd[i];
+		if (k >= TT_ITAB_FRAMES)
+			continue;
+		__u64 a = e->waiter_cookie[i], d = 0;
+		int found = -1;
+#pragma unroll
+		for (int kk = 0; kk < TT_ITAB_FRAMES; kk++) {
+			if (found < 0 && cl->wait_itab[kk] && cl->wait_lo[kk] == cl->wait_lo[k]) {
+				__u64 r = unwrap_iface(a, cl->wait_itab[kk]);
+				if (r) {
+					found = kk;
+					d = read_u64(r);
+				}
+			}
+		}
+		if (found < 0) {
+			e->waiter_frame[i] = 0;
+			e->waiter_cookie[i] = 0;
+			continue;
+		}
+		e->waiter_fd[i] = found;
+		e->waiter_cookie[i] = d;
+	}
+	return 0;
+}
+
 /*
  * read_stack fills waiter i's stack from goroutine g's saved state (the pc
  * it parked at, g.sched.pc in gopark, then the return addresses up Go's
@@ -331,14 +410,14 @@ __noinline int read_stack(struct tt_go_event *e, __u32 i, __u64 g, const struct 
 			if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
 				/* Its argument's spill slot, kept in
 				 * waiter_cookie until resolve_waiter_conns
-				 * replaces it; an interface of another type
-				 * passes the frame over. */
+				 * replaces it; for an interface of a known type
+				 * (the first TT_ITAB_FRAMES slots), the slot's
+				 * address, until resolve_itab_frames checks its
+				 * type. */
 				__u64 a = frame_args(fp) + cl->wait_arg[k];
-				if (!cl->wait_itab[k] || read_u64(a - 8) == cl->wait_itab[k]) {
-					e->waiter_cookie[i] = read_u64(a);
-					e->waiter_fd[i] = k;
-					e->waiter_frame[i] = j + 1;
-				}
+				e->waiter_cookie[i] = k < TT_ITAB_FRAMES ? a : read_u64(a);
+				e->waiter_fd[i] = k;
+				e->waiter_frame[i] = j + 1;
 			}
 		}
 	}
@@ -426,12 +505,10 @@ __noinline int deep_frame(struct tt_go_event *e, __u32 i, __u64 g, const struct 
 		for (int k = 0; k < TT_WAIT_FRAMES; k++) {
 			if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
 				__u64 a = frame_args(fp) + cl->wait_arg[k];
-				if (!cl->wait_itab[k] || read_u64(a - 8) == cl->wait_itab[k]) {
-					e->waiter_cookie[i] = read_u64(a);
-					e->waiter_fd[i] = k;
-					e->waiter_frame[i] = j + 1;
-					e->waiter_frame_pc[i] = pc;
-				}
+				e->waiter_cookie[i] = k < TT_ITAB_FRAMES ? a : read_u64(a);
+				e->waiter_fd[i] = k;
+				e->waiter_frame[i] = j + 1;
+				e->waiter_frame_pc[i] = pc;
 			}
 		}
 		if (e->waiter_frame[i])
@@ -909,6 +986,10 @@ static __always_inline void resolve_waiter_conns(struct tt_go_event *e, const st
 		__u64 recv = e->waiter_cookie[i];
 		e->waiter_cookie[i] = 0;
 		e->waiter_fd[i] = -1;
+		/* A frame of a known interface type is never bound itself (an
+		 * inbound kind's, whose reader is: read_inbound_reader). */
+		if (k < TT_ITAB_FRAMES)
+			continue;
 		/* An AfterFunc's waiter holds the *net.netFD itself. */
 		int af_netfd = e->waiter_af[i] && (e->waiter_af[i] & 3) != TT_AF_INBOUND;
 		if (recv && cl->wait_via[k] && !af_netfd)
@@ -1087,6 +1168,7 @@ static __always_inline int on_expiry(struct pt_regs *ctx, __u8 kind, __u64 c, __
 		if (cl && cr)
 			read_creator(e, cr->g, cr->goid, off, cl);
 		if (cl) {
+			resolve_itab_frames(e, cl);
 			read_inbound_reader(e, off, cl);
 			resolve_waiter_conns(e, off, cl);
 		}

@@ -130,6 +130,11 @@ struct tt_go_offsets {
  */
 #define TT_CONN_WRAPPERS 2
 #define TT_WAIT_FRAMES 16
+/* The first waiting frames, whose argument is an interface of a known
+ * type (wait_itab: http.TimeoutHandler's ResponseWriter, HTTP/1's and the
+ * HTTP/2 servers'), looked through wrappers (unwrap_iface); the others'
+ * is a pointer. */
+#define TT_ITAB_FRAMES 3
 #define TT_AFTERFUNCS 4
 struct tt_go_conn_layout {
 	__u64 wrap_itab[TT_CONN_WRAPPERS];  /* a wrapper's itab as a net.Conn (runtime address), 0: none */
@@ -161,9 +166,10 @@ struct tt_go_conn_layout {
 	 * unused. */
 	__u32 wait_netfd[TT_WAIT_FRAMES];
 	/* Where the frame's argument is: wait_arg bytes into its spill slots
-	 * (0: the first argument, its receiver); with wait_itab non-zero an
-	 * interface's data word, whose itab (8 bytes before it) must be
-	 * wait_itab (runtime address), else the frame is passed over. */
+	 * (0: the first argument, its receiver); in the first TT_ITAB_FRAMES
+	 * slots an interface's data word, whose itab (8 bytes before it) must
+	 * be wait_itab (runtime address), its own or a wrapper's first field's
+	 * (unwrap_iface), else the frame is passed over. */
 	__u32 wait_arg[TT_WAIT_FRAMES];
 	__u64 wait_itab[TT_WAIT_FRAMES];
 	/* Non-zero: the connection the frame names is an inbound one its

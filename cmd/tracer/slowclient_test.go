@@ -126,6 +126,13 @@ func TestCauseHTTPSlowClientTLS(t *testing.T) {
 		// Over HTTP/2: the goroutine waiting on the request's body
 		// pipe, found from TimeoutHandler's ResponseWriter.
 		{"h2_timeout_handler", "never", []string{"-tls"}, []string{"-tls", "-timeout-handler", "300ms"}},
+		// Under third-party middleware that wraps the ResponseWriter
+		// TimeoutHandler gets (otelhttp's httpsnoop wrapper outside
+		// Prometheus' delegator): looked through to net/http's own.
+		{"http1_timeout_handler_wrapped", "never", []string{"-tls", "-http1"},
+			[]string{"-tls", "-timeout-handler", "300ms", "-outer-middleware", "both"}},
+		{"h2_timeout_handler_wrapped", "never", []string{"-tls"},
+			[]string{"-tls", "-timeout-handler", "300ms", "-outer-middleware", "both"}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			run, expired := stalledUploads(t, mode.detail, mode.client, mode.server...)

@@ -19,7 +19,7 @@ type extProbes struct {
 	// hasGRPC, hasDial and hasConns say the maps must be filled for the
 	// process.
 	hasGRPC, hasDial, hasConns bool
-	waitFrames                 []string // the functions in conns.Wait*, in order
+	waitFrames                 [len(gocallsTtGoConnLayout{}.WaitLo)]string // the functions in conns.Wait*, by slot
 	// afNames are the functions whose AfterFunc closures conns.AfFn
 	// lists, by index; afAt where such a call waited when no goroutine
 	// was parked on its connection (no stack: connect and its file for a

@@ -260,12 +260,12 @@ func (p *Process) resolveH2BodyReads(th gobin.Func) {
 			p.log.Info("a slow client behind http.TimeoutHandler over HTTP/2 is not bound: two body pipe layouts", "server", r.Impl)
 			continue
 		}
-		i := p.addWaitFrameVia2(th, r.Rws, r.Stream, r.Body)
+		// As resolveTimeoutHandler's: ServeHTTP's second argument, w.
+		i := p.addWaitFrameItab(th, 2*8, itab, r.Rws, r.Stream, r.Body)
 		if i < 0 {
 			return
 		}
-		// As resolveTimeoutHandler's: ServeHTTP's second argument, w.
-		cl.WaitArg[i], cl.WaitItab[i], cl.WaitInbound[i] = 2*8, itab, uint32(godeadlineTtGoInboundKindTT_INBOUND_PIPE)
+		cl.WaitInbound[i] = uint32(godeadlineTtGoInboundKindTT_INBOUND_PIPE)
 		cl.PipeHead = uint32(r.PipeHead)
 	}
 }
@@ -311,14 +311,13 @@ func (p *Process) resolveTimeoutHandler(offs *godeadlineTtGoOffsets) gobin.Func 
 		fail(errors.New("no layout of *net.TCPConn as a net.Conn"))
 		return fn
 	}
-	i := p.addWaitFrameVia2(fn, conn, -1, rwc)
+	// ServeHTTP(w ResponseWriter, r *Request): the receiver's word, then
+	// w's itab and data words.
+	i := p.addWaitFrameItab(fn, 2*8, itab, conn, -1, rwc)
 	if i < 0 {
 		return fn
 	}
-	cl := &p.ext.conns
-	// ServeHTTP(w ResponseWriter, r *Request): the receiver's word, then
-	// w's itab and data words.
-	cl.WaitArg[i], cl.WaitItab[i], cl.WaitInbound[i] = 2*8, itab, uint32(godeadlineTtGoInboundKindTT_INBOUND_POLL)
+	p.ext.conns.WaitInbound[i] = uint32(godeadlineTtGoInboundKindTT_INBOUND_POLL)
 	// Its budget: the deadline it sets is WithTimeout(r.Context(), h.dt).
 	dt, err := p.bin.FieldOffset("net/http.timeoutHandler", "dt")
 	if err != nil || offs.RequestCtx == 0 {
@@ -598,8 +597,28 @@ func (p *Process) addWaitFrameVia(fn gobin.Func, via, conn int64) {
 // via2 bytes into what the first one points to (-1: none). It returns
 // the frame's index, -1 when the probe reads no more frames.
 func (p *Process) addWaitFrameVia2(fn gobin.Func, via, via2, conn int64) int {
+	return p.addWaitFrameAt(itabFrames, len(p.ext.conns.WaitLo), fn, via, via2, conn)
+}
+
+// itabFrames is how many waiting frames, the first ones, have an
+// interface argument of a known type (bpf: TT_ITAB_FRAMES).
+const itabFrames = 3
+
+// addWaitFrameItab is addWaitFrameVia2 for a frame whose argument, arg
+// bytes into its spill slots, is an interface whose itab must be itab
+// (runtime address), its own or that of what a wrapper of it holds first.
+func (p *Process) addWaitFrameItab(fn gobin.Func, arg uint32, itab uint64, via, via2, conn int64) int {
+	i := p.addWaitFrameAt(0, itabFrames, fn, via, via2, conn)
+	if i >= 0 {
+		p.ext.conns.WaitArg[i], p.ext.conns.WaitItab[i] = arg, itab
+	}
+	return i
+}
+
+// addWaitFrameAt adds a waiting frame in the first free slot of [lo, hi).
+func (p *Process) addWaitFrameAt(lo, hi int, fn gobin.Func, via, via2, conn int64) int {
 	cl := &p.ext.conns
-	for i := range cl.WaitLo {
+	for i := lo; i < hi; i++ {
 		if cl.WaitLo[i] == 0 {
 			cl.WaitLo[i], cl.WaitHi[i], cl.WaitConn[i] = fn.Entry+p.bias, fn.End+p.bias, uint32(conn)
 			if via >= 0 {
@@ -609,7 +628,7 @@ func (p *Process) addWaitFrameVia2(fn gobin.Func, via, via2, conn int64) int {
 				cl.WaitVia2[i] = uint32(via2) + 1
 			}
 			p.ext.hasConns = true
-			p.ext.waitFrames = append(p.ext.waitFrames, fn.Name)
+			p.ext.waitFrames[i] = fn.Name
 			return i
 		}
 	}

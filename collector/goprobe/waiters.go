@@ -162,7 +162,7 @@ func (p *Process) waiterConn(r *godeadlineTtGoEvent, i int) (uint64, string, int
 	frame := ""
 	cl := &p.ext.conns
 	for k := range cl.WaitLo {
-		if k < len(p.ext.waitFrames) && pc > cl.WaitLo[k] && pc <= cl.WaitHi[k] {
+		if pc > cl.WaitLo[k] && pc <= cl.WaitHi[k] {
 			frame = p.ext.waitFrames[k]
 		}
 	}

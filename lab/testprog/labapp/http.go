@@ -18,6 +18,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 )
 
@@ -34,6 +36,7 @@ func runHTTPServer(ctx context.Context, args []string, out *lineWriter) error {
 		withTLS  bool
 		w        work
 		timeoutH time.Duration
+		outer    string
 	)
 	fs := flag.NewFlagSet("http-server", flag.ContinueOnError)
 	fs.StringVar(&addr, "addr", ":8080", "listen address")
@@ -43,6 +46,8 @@ func runHTTPServer(ctx context.Context, args []string, out *lineWriter) error {
 		"wrap the handler in otelhttp.NewHandler; without it the trace ID is read from the traceparent header by hand")
 	fs.DurationVar(&timeoutH, "timeout-handler", 0,
 		"if > 0, wrap the whole handler (outermost, its ResponseWriter net/http's own) in http.TimeoutHandler with this timeout: the deadline is set by net/http, and the handler runs on a goroutine of its own")
+	fs.StringVar(&outer, "outer-middleware", "",
+		"with -timeout-handler: wrap it in third-party middleware that wraps its ResponseWriter: otelhttp (httpsnoop's wrapper), promhttp (a delegator), or both (promhttp inside otelhttp)")
 	w.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,6 +64,19 @@ func runHTTPServer(ctx context.Context, args []string, out *lineWriter) error {
 	}
 	if timeoutH > 0 {
 		h = http.TimeoutHandler(h, timeoutH, "timeout\n")
+	}
+	switch outer {
+	case "":
+	case "otelhttp", "promhttp", "both":
+		if outer != "otelhttp" {
+			served := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "labapp_requests_total", Help: "Requests served."}, []string{"code"})
+			h = promhttp.InstrumentHandlerCounter(served, h)
+		}
+		if outer != "promhttp" {
+			h = otelhttp.NewHandler(h, "labapp-outer")
+		}
+	default:
+		return fmt.Errorf("-outer-middleware %q: want otelhttp, promhttp or both", outer)
 	}
 
 	ln, err := net.Listen("tcp", addr)
