@@ -58,7 +58,7 @@ func TestWaitingAt(t *testing.T) {
 				// once saw 1 of 6 so (stop 28).
 				// With siblings, such a report has only them parked (the
 				// goroutines labapp starts on child contexts), and no
-				// connection: seen once in 20 runs (December 7 2026).
+				// connection: seen once in four runs here (December 7 2026).
 				sibsOnly := tc.proto == "grpc" && len(r.WaitingConns) == 0 && strings.HasPrefix(r.WaitingAt, "main.(*requester).one.func")
 				if strings.HasPrefix(r.WaitingAt, "main.clientOutcome") || (tc.proto == "grpc" && r.Waiters == 0 && r.WaitingAt == "") || sibsOnly {
 					returned++
