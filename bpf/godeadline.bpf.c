@@ -291,41 +291,45 @@ __noinline int read_budget(struct tt_go_event *e, const struct tt_go_offsets *of
 	return 0;
 }
 
-/* iface_at: s + 8 when s holds an interface whose itab is want (its type
- * word, then its data word), else 0. */
-static __always_inline __u64 iface_at(__u64 s, __u64 want)
-{
-	return s && read_u64(s) == want ? s + 8 : 0;
-}
-
 /*
  * unwrap_iface: a is the address of an interface's data word (its itab
  * the word before); the address of the data word of the interface whose
- * itab is want: that one, or the one a wrapper holds first, one or two
- * wrappers down. A wrapper (a middleware's ResponseWriter) holds the one
- * it wraps as its first field, embedded (httpsnoop's, which otelhttp
- * uses; Prometheus' responseWriterDelegator) or behind a pointer
+ * itab is want: that one, or the one a wrapper holds first, up to
+ * TT_IFACE_UNWRAP wrappers down. A wrapper (a middleware's ResponseWriter)
+ * holds the one it wraps as its first field, embedded (httpsnoop's, which
+ * otelhttp uses; Prometheus' responseWriterDelegator) or behind a pointer
  * embedded first (Prometheus' delegator combinations, struct{
- * *responseWriterDelegator; http.Flusher; ... }). 0: none. The itab's
- * address is only ever stored as the type word of an interface holding
- * that very type: a match is such an interface.
+ * *responseWriterDelegator; http.Flusher; ... }). Which one is told by the
+ * interface type its first word's itab is for (an itab's first word): the
+ * same as want's (the wrapped ResponseWriter, embedded), else that word is
+ * the pointer. 0: none. The itab's address is only ever stored as the type
+ * word of an interface holding that very type: a match is such an
+ * interface. Alertmanager's API (otelhttp, Prometheus' duration handler,
+ * otelhttp again, then TimeoutHandler) holds net/http's writer three down.
  */
 static __always_inline __u64 unwrap_iface(__u64 a, __u64 want)
 {
 	if (read_u64(a - 8) == want)
 		return a;
-	__u64 d = read_u64(a), r;
-	if (!d)
-		return 0;
-	__u64 p = read_u64(d);
-	if ((r = iface_at(d, want)) || (r = iface_at(p, want)))
-		return r;
-	/* Two down: the wrapper each shape holds, in either shape. */
-	__u64 d1 = read_u64(d + 8), d2 = p ? read_u64(p + 8) : 0;
-	if ((r = iface_at(d1, want)) || (r = iface_at(d1 ? read_u64(d1) : 0, want)))
-		return r;
-	if ((r = iface_at(d2, want)) || (r = iface_at(d2 ? read_u64(d2) : 0, want)))
-		return r;
+	__u64 inter = read_u64(want), d = read_u64(a);
+#pragma unroll
+	for (int u = 0; u < TT_IFACE_UNWRAP; u++) {
+		if (!d)
+			return 0;
+		__u64 w0 = read_u64(d);
+		if (w0 == want)
+			return d + 8;
+		if (w0 && read_u64(w0) == inter) { /* embedded: the wrapped one */
+			d = read_u64(d + 8);
+			continue;
+		}
+		__u64 w1 = w0 ? read_u64(w0) : 0; /* behind a pointer */
+		if (w1 == want)
+			return w0 + 8;
+		if (!w1 || read_u64(w1) != inter)
+			return 0;
+		d = read_u64(w0 + 8);
+	}
 	return 0;
 }
 

@@ -135,6 +135,8 @@ struct tt_go_offsets {
  * HTTP/2 servers'), looked through wrappers (unwrap_iface); the others'
  * is a pointer. */
 #define TT_ITAB_FRAMES 3
+/* Middleware wrappers looked through to a known interface (unwrap_iface). */
+#define TT_IFACE_UNWRAP 4
 #define TT_AFTERFUNCS 4
 struct tt_go_conn_layout {
 	__u64 wrap_itab[TT_CONN_WRAPPERS];  /* a wrapper's itab as a net.Conn (runtime address), 0: none */

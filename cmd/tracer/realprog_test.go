@@ -69,6 +69,10 @@ const (
 	// faultStorm: the slow peer, met by a client at an unlimited rate
 	// whose every call times out (a saturated client, a timeout storm).
 	faultStorm realFault = "storm"
+	// faultSlowClient: the program is the server; its clients stop their
+	// uploads halfway for a second, past its own deadline (a client that
+	// stalls its request: the caller, not an answer, is late).
+	faultSlowClient realFault = "slow_client"
 )
 
 // right is what a report may say for the fault and count as right.
@@ -88,6 +92,8 @@ func (f realFault) right(class string) bool {
 		// Only the client's packets are dropped: its retransmits, on a
 		// timer or not, are the cause; the server answers at once.
 		return class == "rto" || class == "syn_timeout" || class == "tlp" || class == "fast_retransmit"
+	case faultSlowClient:
+		return class == "slow_client"
 	}
 	return false
 }
@@ -100,7 +106,7 @@ func (f realFault) wrong(class string) bool {
 	switch {
 	case class == "unknown":
 		return false
-	case f == faultRefused || f == faultLoss:
+	case f == faultRefused || f == faultLoss || f == faultSlowClient:
 		return !f.right(class)
 	}
 	switch class {
@@ -408,12 +414,94 @@ var realCases = []realCase{
 		return e.oneShots(5, isTimeoutText, "-dir", dir, "-timeout", "3s", "postgres",
 			"host="+host+" port="+port+" user=postgres dbname=postgres sslmode=disable", "up")
 	}, []time.Duration{3 * time.Second}},
+	{"alertmanager", "", []realFault{faultSlowClient}, func(e *realEnv) (int, string) {
+		// Alertmanager's API under its --web.timeout (http.TimeoutHandler,
+		// behind otelhttp and Prometheus' instrumentation), its clients
+		// posting alerts whose uploads stop halfway.
+		return e.stalledUploads("--web.timeout", "300ms")
+	}, []time.Duration{300 * time.Millisecond}},
 	{"etcdctl", "", []realFault{faultSlowPeer, faultBlackhole}, func(e *realEnv) (int, string) {
 		// A database CLI against a real etcd: each run dials (1 s, a
 		// blocking dial under its own deadline) and puts a key (1.5 s).
 		ep := e.etcd()
 		return e.oneShots(5, isTimeoutText, "--endpoints", "http://"+ep, "--dial-timeout", "1s", "--command-timeout", "1500ms", "put", "tt-key", "v")
 	}, []time.Duration{time.Second, 1500 * time.Millisecond}},
+}
+
+// stalledUploads runs Alertmanager (the program, traced) with args, and
+// posts it alerts eight times, two at a time, each upload stopping halfway
+// for a second: past --web.timeout, it answers 503. It returns how many did.
+func (e *realEnv) stalledUploads(args ...string) (int, string) {
+	cfg := filepath.Join(e.dir, "alertmanager.yml")
+	os.WriteFile(cfg, []byte("route:\n  receiver: none\nreceivers:\n  - name: none\n"), 0o644)
+	listen := net.JoinHostPort(e.p.ClientAddr.String(), "9093")
+	cmd, out := e.start(append([]string{"--config.file", cfg, "--storage.path", filepath.Join(e.dir, "am-data"),
+		"--web.listen-address", listen, "--cluster.listen-address", ""}, args...)...)
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	hc := e.httpClient(time.Second)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := hc.Get("http://" + listen + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("alertmanager not ready: %s", out.String())
+		}
+	}
+	hc.CloseIdleConnections()
+	if e.waitTraced != nil {
+		e.waitTraced(cmd.Process.Pid)
+	}
+	var mu sync.Mutex
+	n, sample := 0, ""
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 4 {
+				status, err := stalledUpload(e.ctx, e.p.Dial, listen, fmt.Sprintf("tt-%d-%d", w, i), time.Second)
+				mu.Lock()
+				if err != nil {
+					e.t.Errorf("stalled upload: %v", err)
+				} else if strings.HasPrefix(status, "HTTP/1.1 503 ") {
+					n++
+					sample = status
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return n, sample
+}
+
+// stalledUpload posts a JSON list of alerts to Alertmanager's API at addr
+// (dialed with dial), stopping halfway for stall; it returns the answer's
+// status line.
+func stalledUpload(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), addr, name string, stall time.Duration) (string, error) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := dial(dctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	body := "[" + strings.Repeat(`{"labels":{"alertname":"`+name+`"}},`, 2000)
+	body = body[:len(body)-1] + "]"
+	half := len(body) / 2
+	if _, err := fmt.Fprintf(c, "POST /api/v2/alerts HTTP/1.1\r\nHost: alertmanager\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:half]); err != nil {
+		return "", err
+	}
+	time.Sleep(stall)
+	if _, err := io.WriteString(c, body[half:]); err != nil {
+		return "", err
+	}
+	status, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(status), err
 }
 
 // etcd starts a real etcd (lab/realprog's peer, not traced) in the

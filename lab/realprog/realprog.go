@@ -39,29 +39,40 @@ type Program struct {
 	// programs of older Go runtimes (runtime.hmap maps, another
 	// context package). Empty: this machine's Go.
 	Toolchain string
+	// Assets, when set, are files its build embeds that its module's zip
+	// lacks (a web UI its authors build with npm first): the module is
+	// copied out of the module cache and each is created empty there
+	// (paths relative to the module's root) before the build.
+	Assets []string
 }
 
 // Programs is the suite, each with a different client stack or shape
 // (a load generator, one-shot CLIs, gRPC and HTTP).
 var Programs = []Program{
-	{"vegeta", "github.com/tsenart/vegeta/v12", "v12.13.0", ".", "HTTP/1 load generator (net/http, Client.Timeout)", "", ""},
-	{"hey", "github.com/rakyll/hey", "v0.1.5", ".", "HTTP/1 load generator (net/http, Client.Timeout, new goroutine per worker)", "", ""},
-	{"grpcurl", "github.com/fullstorydev/grpcurl", "v1.9.3", "cmd/grpcurl", "one-shot gRPC CLI (grpc-go, reflection, -max-time)", "", ""},
-	{"grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe", "v0.4.62", ".", "one-shot gRPC health probe (grpc-go, -connect-timeout, -rpc-timeout)", "", ""},
-	{"blackbox_exporter", "github.com/prometheus/blackbox_exporter", "v0.27.0", ".", "Prometheus prober (net/http under the scrape's timeout, a server making the calls)", "", ""},
-	{"otel-cli", "github.com/equinix-labs/otel-cli", "v0.4.5", ".", "one-shot OTLP exporter CLI (otel-go OTLP/gRPC, --timeout)", "", ""},
-	{"caddy", "github.com/caddyserver/caddy/v2", "v2.11.9", "cmd/caddy", "reverse proxy: a server dialing its upstream under reverse_proxy's dial_timeout (net.Dialer.Timeout, a context deadline)", "", ""},
-	{"etcdctl", "go.etcd.io/etcd/etcdctl/v3", "v3.6.4", ".", "one-shot database CLI (etcd clientv3 over grpc-go, --dial-timeout, --command-timeout)", "etcdbin", ""},
-	{"goose", "github.com/pressly/goose/v3", "v3.30.1", "cmd/goose", "one-shot SQL migration CLI (database/sql over pgx v5 to PostgreSQL, -timeout)", "", ""},
+	{"vegeta", "github.com/tsenart/vegeta/v12", "v12.13.0", ".", "HTTP/1 load generator (net/http, Client.Timeout)", "", "", nil},
+	{"hey", "github.com/rakyll/hey", "v0.1.5", ".", "HTTP/1 load generator (net/http, Client.Timeout, new goroutine per worker)", "", "", nil},
+	{"grpcurl", "github.com/fullstorydev/grpcurl", "v1.9.3", "cmd/grpcurl", "one-shot gRPC CLI (grpc-go, reflection, -max-time)", "", "", nil},
+	{"grpc_health_probe", "github.com/grpc-ecosystem/grpc-health-probe", "v0.4.62", ".", "one-shot gRPC health probe (grpc-go, -connect-timeout, -rpc-timeout)", "", "", nil},
+	{"blackbox_exporter", "github.com/prometheus/blackbox_exporter", "v0.27.0", ".", "Prometheus prober (net/http under the scrape's timeout, a server making the calls)", "", "", nil},
+	{"otel-cli", "github.com/equinix-labs/otel-cli", "v0.4.5", ".", "one-shot OTLP exporter CLI (otel-go OTLP/gRPC, --timeout)", "", "", nil},
+	{"caddy", "github.com/caddyserver/caddy/v2", "v2.11.9", "cmd/caddy", "reverse proxy: a server dialing its upstream under reverse_proxy's dial_timeout (net.Dialer.Timeout, a context deadline)", "", "", nil},
+	{"etcdctl", "go.etcd.io/etcd/etcdctl/v3", "v3.6.4", ".", "one-shot database CLI (etcd clientv3 over grpc-go, --dial-timeout, --command-timeout)", "etcdbin", "", nil},
+	{"goose", "github.com/pressly/goose/v3", "v3.30.1", "cmd/goose", "one-shot SQL migration CLI (database/sql over pgx v5 to PostgreSQL, -timeout)", "", "", nil},
 	// hey's last release for old Go (go.mod: go 1.13), built with Go 1.22:
 	// a runtime whose maps are runtime.hmap and whose DWARF lacks
 	// context.withoutCancelCtx (the old-toolchain paths of the probes).
-	{"hey-go1.22", "github.com/rakyll/hey", "v0.1.4", ".", "HTTP/1 load generator built with Go 1.22 (net/http, Client.Timeout)", "", "go1.22.12"},
+	{"hey-go1.22", "github.com/rakyll/hey", "v0.1.4", ".", "HTTP/1 load generator built with Go 1.22 (net/http, Client.Timeout)", "", "go1.22.12", nil},
+	// A server: its API under http.TimeoutHandler (--web.timeout), behind
+	// otelhttp and Prometheus' instrumentation, which wrap the
+	// ResponseWriter; its UI (built with npm by its Makefile) left empty.
+	{"alertmanager", "github.com/prometheus/alertmanager", "v0.35.0", "cmd/alertmanager",
+		"Prometheus' Alertmanager: an HTTP API server under http.TimeoutHandler (--web.timeout), behind otelhttp and promhttp middleware", "", "",
+		[]string{"ui/app/dist/index.html"}},
 }
 
 // Peers are real servers some programs of the suite talk to (not traced).
 var Peers = []Program{
-	{"etcd", "go.etcd.io/etcd/server/v3", "v3.6.4", ".", "etcd, the key-value store etcdctl talks to", "etcdbin", ""},
+	{"etcd", "go.etcd.io/etcd/server/v3", "v3.6.4", ".", "etcd, the key-value store etcdctl talks to", "etcdbin", "", nil},
 }
 
 // All is the suite's programs and their peers: what a machine builds.
@@ -153,6 +164,11 @@ func (p Program) Build() (string, error) {
 			return "", err
 		}
 		pkg = "./" + p.Pkg
+		if len(p.Assets) > 0 {
+			if src, err = withAssets(src, filepath.Join(dir, fmt.Sprintf("src-%s-%s", p.Name, p.Version)), p.Assets); err != nil {
+				return "", err
+			}
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", err
@@ -191,4 +207,28 @@ func download(mv string) (string, error) {
 		return "", fmt.Errorf("realprog: go mod download %s: %v %s", mv, err, out)
 	}
 	return m.Dir, nil
+}
+
+// withAssets copies the module at src to dst (afresh) and creates each of
+// assets there, empty: files its build embeds that the module's zip lacks.
+func withAssets(src, dst string, assets []string) (string, error) {
+	if err := os.RemoveAll(dst); err != nil {
+		return "", err
+	}
+	if out, err := exec.Command("cp", "-r", src, dst).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("realprog: copy %s: %v: %s", src, err, out)
+	}
+	if out, err := exec.Command("chmod", "-R", "u+w", dst).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("realprog: chmod %s: %v: %s", dst, err, out)
+	}
+	for _, a := range assets {
+		f := filepath.Join(dst, a)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dst, nil
 }
