@@ -206,18 +206,8 @@ func (b *Binary) HTTP2BodyReads() ([]HTTP2BodyRead, error) {
 		// "pkg.(*T)": the type pkg.T.
 		body := strings.Replace(strings.TrimSuffix(c.body, ")"), "(*", "", 1)
 		r := HTTP2BodyRead{Impl: c.impl, Read: fn}
-		for _, f := range []struct {
-			typ, path string
-			dst       *int64
-		}{{body, "conn", &r.Conn}, {c.conn, "conn", &r.NetConn}} {
-			if err != nil {
-				break
-			}
-			if c.module {
-				*f.dst, err = b.grpcOffset(f.typ, f.path)
-			} else {
-				*f.dst, err = b.FieldOffset(f.typ, f.path)
-			}
+		if err == nil {
+			err = b.fieldOffsets(c.module, []fieldDst{{body, "conn", &r.Conn}, {c.conn, "conn", &r.NetConn}})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("HTTP/2 server %s's body read: %w", c.impl, err))
@@ -225,20 +215,8 @@ func (b *Binary) HTTP2BodyReads() ([]HTTP2BodyRead, error) {
 		}
 		r.WriterErr = fmt.Errorf("HTTP/2 server %s: its ResponseWriter is not known", c.impl)
 		if c.writer != "" {
-			r.WriterErr = nil
-			for _, f := range []struct {
-				typ, path string
-				dst       *int64
-			}{{c.writer, "rws", &r.Rws}, {c.state, "stream", &r.Stream}, {c.stream, "body", &r.Body}, {c.pipe, "c.notify.head", &r.PipeHead}} {
-				if c.module {
-					*f.dst, r.WriterErr = b.grpcOffset(f.typ, f.path)
-				} else {
-					*f.dst, r.WriterErr = b.FieldOffset(f.typ, f.path)
-				}
-				if r.WriterErr != nil {
-					break
-				}
-			}
+			r.WriterErr = b.fieldOffsets(c.module, []fieldDst{{c.writer, "rws", &r.Rws}, {c.state, "stream", &r.Stream},
+				{c.stream, "body", &r.Body}, {c.pipe, "c.notify.head", &r.PipeHead}})
 			if r.WriterErr == nil {
 				r.Writer = "*" + c.writer
 			}
@@ -268,22 +246,12 @@ func (b *Binary) HTTP2Servers() ([]HTTP2Server, error) {
 		}
 		s := HTTP2Server{Impl: c.impl, Std: c.std, NewWriterAndRequest: hdr, CloseStream: cls}
 		var sensitive int64
-		for _, f := range []struct {
-			typ, path string
-			dst       *int64
-		}{
-			{c.stream, "ctx", &s.StreamCtx}, {c.frame, "Fields", &s.MetaFields},
-			{c.hpack + ".HeaderField", "Name", &s.FieldName}, {c.hpack + ".HeaderField", "Value", &s.FieldValue},
-			{c.hpack + ".HeaderField", "Sensitive", &sensitive},
-		} {
-			if err != nil {
-				break
-			}
-			if c.module {
-				*f.dst, err = b.grpcOffset(f.typ, f.path)
-			} else {
-				*f.dst, err = b.FieldOffset(f.typ, f.path)
-			}
+		if err == nil {
+			err = b.fieldOffsets(c.module, []fieldDst{
+				{c.stream, "ctx", &s.StreamCtx}, {c.frame, "Fields", &s.MetaFields},
+				{c.hpack + ".HeaderField", "Name", &s.FieldName}, {c.hpack + ".HeaderField", "Value", &s.FieldValue},
+				{c.hpack + ".HeaderField", "Sensitive", &sensitive},
+			})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("HTTP/2 server %s: %w", c.impl, err))
@@ -295,4 +263,28 @@ func (b *Binary) HTTP2Servers() ([]HTTP2Server, error) {
 		out = append(out, s)
 	}
 	return out, errors.Join(errs...)
+}
+
+// fieldDst is a field to resolve and where its offset goes.
+type fieldDst struct {
+	typ, path string
+	dst       *int64
+}
+
+// fieldOffsets resolves fs in order, each from DWARF, else from the
+// generated tables: the module's (gRPC's and x/net's) when module, the
+// standard library's otherwise. It stops at the first that fails.
+func (b *Binary) fieldOffsets(module bool, fs []fieldDst) error {
+	for _, f := range fs {
+		var err error
+		if module {
+			*f.dst, err = b.grpcOffset(f.typ, f.path)
+		} else {
+			*f.dst, err = b.FieldOffset(f.typ, f.path)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
