@@ -541,7 +541,8 @@ func (c *Correlator) decideProcess(cause *Cause, cands []*evidence, d *event.Dea
 
 // decideOpen is decideProcess over the candidates that count.
 func (c *Correlator) decideOpen(cause *Cause, cands []*evidence, d *event.Deadline, w Window) {
-	if onlyQuietCallers(cause, cands, d) {
+	if onlyQuietCallers(cause, cands, d, "where its goroutine was is not known",
+		"the goroutine that set the deadline is read at the expiry by the detail tier (--detail always, or auto from the process's next expiry)") {
 		return
 	}
 	switch len(cands) {
@@ -620,13 +621,13 @@ func (c *Correlator) decideOpen(cause *Cause, cands []*evidence, d *event.Deadli
 // not answer", exact, 8 of 8, with the detail tier on. The verdict is
 // unknown, saying so, as onlyQuietCallers does without the detail tier.
 func callersOnly(cause *Cause, cands []*evidence, d *event.Deadline) {
-	if cause.Class != ClassSlowPeer || !onlyQuietCallers(cause, cands, d) {
+	if cause.Class != ClassSlowPeer {
 		return
 	}
-	cause.Summary = strings.Replace(cause.Summary, "and where its goroutine was is not known",
-		fmt.Sprintf("and goroutine %d, bound to them in the window, was parked at the expiry in no waiting frame the probe reads", d.CreatedGoid), 1)
-	cause.Note = fmt.Sprintf("bound to goroutine %d of pid %d by its own I/O on %s it accepted", d.CreatedGoid, d.PID,
-		map[bool]string{true: "the connection", false: "connections"}[len(cands) == 1])
+	onlyQuietCallers(cause, cands, d,
+		fmt.Sprintf("goroutine %d, bound to them in the window, was parked at the expiry in no waiting frame the probe reads", d.CreatedGoid),
+		fmt.Sprintf("bound to goroutine %d of pid %d by its own I/O on %s it accepted", d.CreatedGoid, d.PID,
+			map[bool]string{true: "the connection", false: "connections"}[len(cands) == 1]))
 }
 
 // onlyQuietCallers: every candidate is a connection the process accepted
@@ -639,7 +640,9 @@ func callersOnly(cause *Cause, cands []*evidence, d *event.Deadline) {
 // net/http handler whose upload stalled read slow_peer "CLIENT did not
 // answer", 8 of 8, with the detail tier off. The verdict is unknown,
 // saying so, rather than blaming the caller.
-func onlyQuietCallers(cause *Cause, cands []*evidence, d *event.Deadline) bool {
+// where says what is known of where its goroutine was, note is the
+// cause's note.
+func onlyQuietCallers(cause *Cause, cands []*evidence, d *event.Deadline, where, note string) bool {
 	if len(cands) == 0 {
 		return false
 	}
@@ -653,9 +656,9 @@ func onlyQuietCallers(cause *Cause, cands []*evidence, d *event.Deadline) bool {
 		peers = append(peers, e.addr().peer.String())
 	}
 	cause.Class, cause.Confidence = ClassUnknown, None
-	cause.Summary = fmt.Sprintf("pid %d waited on no outbound connection: the %s in use in the window, %s, accepted and healthy, %s its callers'; it was reading a caller's request (slow_client) or waiting on something local, and where its goroutine was is not known",
-		d.PID, plural(len(cands), "socket", "sockets"), strings.Join(peers, ", "), map[bool]string{true: "was", false: "were"}[len(cands) == 1])
-	cause.Note = "the goroutine that set the deadline is read at the expiry by the detail tier (--detail always, or auto from the process's next expiry)"
+	cause.Summary = fmt.Sprintf("pid %d waited on no outbound connection: the %s in use in the window, %s, accepted and healthy, %s its callers'; it was reading a caller's request (slow_client) or waiting on something local, and %s",
+		d.PID, plural(len(cands), "socket", "sockets"), strings.Join(peers, ", "), map[bool]string{true: "was", false: "were"}[len(cands) == 1], where)
+	cause.Note = note
 	return true
 }
 
