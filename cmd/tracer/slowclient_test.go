@@ -69,12 +69,7 @@ func TestCauseHTTPSlowClientTimeoutHandler(t *testing.T) {
 	for _, detail := range []string{"never", "always"} {
 		t.Run("detail_"+detail, func(t *testing.T) {
 			run, expired := stalledUploads(t, detail, nil, "-timeout-handler", "300ms")
-			slow := 0
-			for _, r := range run.reports {
-				if r.Cause == nil || len(r.Cause.Connections) == 0 {
-					t.Errorf("report without a cause or a connection: %s", jsonOf(r))
-					continue
-				}
+			allSlowClients(t, run, expired, func(r export.TimeoutJSON) {
 				// Its budget, TimeoutHandler's duration, read at the
 				// expiry from its ServeHTTP frame (or the creation, seen
 				// by the detail tier).
@@ -82,18 +77,7 @@ func TestCauseHTTPSlowClientTimeoutHandler(t *testing.T) {
 				if r.BudgetMs == nil || *r.BudgetMs < 299 || *r.BudgetMs > 301 || r.BudgetFrom != wantFrom {
 					t.Errorf("budget_ms %s from %q, want 300 from %s", jsonOf(r.BudgetMs), r.BudgetFrom, wantFrom)
 				}
-				if !slowClientExact(t, r) {
-					continue
-				}
-				slow++
-			}
-			t.Logf("%d handlers' deadlines expired, %d reports, %d slow_client", expired, len(run.reports), slow)
-			if len(run.reports) > 0 {
-				t.Logf("first: %s; waiting_at %q", summaryOf(run.reports[0]), run.reports[0].WaitingAt)
-			}
-			if len(run.reports) < expired {
-				t.Errorf("%d reports for %d expiries", len(run.reports), expired)
-			}
+			})
 		})
 	}
 }
@@ -136,23 +120,7 @@ func TestCauseHTTPSlowClientTLS(t *testing.T) {
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			run, expired := stalledUploads(t, mode.detail, mode.client, mode.server...)
-			slow := 0
-			for _, r := range run.reports {
-				if r.Cause == nil || len(r.Cause.Connections) == 0 {
-					t.Errorf("report without a cause or a connection: %s", jsonOf(r))
-					continue
-				}
-				if slowClientExact(t, r) {
-					slow++
-				}
-			}
-			t.Logf("%d handlers' deadlines expired, %d reports, %d slow_client", expired, len(run.reports), slow)
-			if len(run.reports) > 0 {
-				t.Logf("first: %s; waiting_at %q", summaryOf(run.reports[0]), run.reports[0].WaitingAt)
-			}
-			if len(run.reports) < expired {
-				t.Errorf("%d reports for %d expiries", len(run.reports), expired)
-			}
+			allSlowClients(t, run, expired, nil)
 		})
 	}
 }
@@ -177,6 +145,34 @@ func stalledUploads(t *testing.T, detail string, clientArgs []string, serverArgs
 		t.Fatalf("%d of 8 handlers' deadlines expired, want most: %s", expired, run.stderr)
 	}
 	return run, expired
+}
+
+// allSlowClients checks that every report of run has a cause and a
+// connection (then check, when set, looks at it) and is slow_client, exact,
+// naming the client's inbound connection, and that each of the expired
+// handlers' deadlines was reported.
+func allSlowClients(t *testing.T, run labRun, expired int, check func(export.TimeoutJSON)) {
+	t.Helper()
+	slow := 0
+	for _, r := range run.reports {
+		if r.Cause == nil || len(r.Cause.Connections) == 0 {
+			t.Errorf("report without a cause or a connection: %s", jsonOf(r))
+			continue
+		}
+		if check != nil {
+			check(r)
+		}
+		if slowClientExact(t, r) {
+			slow++
+		}
+	}
+	t.Logf("%d handlers' deadlines expired, %d reports, %d slow_client", expired, len(run.reports), slow)
+	if len(run.reports) > 0 {
+		t.Logf("first: %s; waiting_at %q", summaryOf(run.reports[0]), run.reports[0].WaitingAt)
+	}
+	if len(run.reports) < expired {
+		t.Errorf("%d reports for %d expiries", len(run.reports), expired)
+	}
 }
 
 // slowClientExact checks that r is slow_client, exact, naming the

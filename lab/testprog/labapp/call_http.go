@@ -20,7 +20,6 @@ type httpCaller struct {
 	traceparent string
 	body        []byte // POSTed when not empty (-req-bytes)
 	bodyStall   time.Duration
-	contentType string // the POST's Content-Type, when set (-content-type)
 }
 
 // stallReader is a request body that stops halfway for stall (or until
@@ -98,7 +97,6 @@ func newHTTPCaller(cfg clientConfig, tel *telemetry) *httpCaller {
 		traceparent: cfg.traceparent,
 		body:        make([]byte, cfg.reqBytes),
 		bodyStall:   cfg.bodyStall,
-		contentType: cfg.contentType,
 	}
 }
 
@@ -117,9 +115,6 @@ func (c *httpCaller) call(ctx context.Context) error {
 		return fmt.Errorf("build request: %w", err)
 	}
 	req.ContentLength = int64(len(c.body))
-	if c.contentType != "" && len(c.body) > 0 {
-		req.Header.Set("Content-Type", c.contentType)
-	}
 	if c.traceparent != "" {
 		req.Header.Set("traceparent", c.traceparent)
 	}

@@ -51,7 +51,6 @@ type clientConfig struct {
 	retry       bool
 	siblings    int
 	bodyStall   time.Duration
-	contentType string
 	burn        int
 	ballastMB   int
 	garbageKB   int
@@ -71,7 +70,6 @@ func (c *clientConfig) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&c.retry, "retry", false, "retry a failed call every 50 ms until the deadline (a reset or refused connect then ends in a timeout)")
 	fs.DurationVar(&c.localWait, "local-wait", 0,
 		"before each call, wait for a token of a local semaphore that one goroutine refills every this long: a deadline can expire in the wait, with no network I/O (0: no semaphore)")
-	fs.StringVar(&c.contentType, "content-type", "", "with -req-bytes: the POST's Content-Type (a real server may check it before it reads the body)")
 	fs.DurationVar(&c.bodyStall, "body-stall", 0,
 		"with -req-bytes: stop the upload halfway for this long (or until the request's context ends): a client that stalls its request")
 	fs.IntVar(&c.siblings, "siblings", 0,
