@@ -375,6 +375,27 @@ __noinline int resolve_itab_frames(struct tt_go_event *e, const struct tt_go_con
 }
 
 /*
+ * match_frame: frame j of waiter i, returning to pc with frame pointer fp,
+ * when it is a waiting frame (the first slot whose range holds pc): its
+ * argument's spill slot, kept in waiter_cookie until resolve_waiter_conns
+ * replaces it; for an interface of a known type (the first TT_ITAB_FRAMES
+ * slots), the slot's address, until resolve_itab_frames checks its type.
+ */
+static __always_inline void match_frame(struct tt_go_event *e, __u32 i, int j, __u64 pc, __u64 fp,
+					const struct tt_go_conn_layout *cl)
+{
+#pragma unroll
+	for (int k = 0; k < TT_WAIT_FRAMES; k++) {
+		if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
+			__u64 a = frame_args(fp) + cl->wait_arg[k];
+			e->waiter_cookie[i] = k < TT_ITAB_FRAMES ? a : read_u64(a);
+			e->waiter_fd[i] = k;
+			e->waiter_frame[i] = j + 1;
+		}
+	}
+}
+
+/*
  * read_stack fills waiter i's stack from goroutine g's saved state (the pc
  * it parked at, g.sched.pc in gopark, then the return addresses up Go's
  * frame pointers from g.sched.bp), and its first waiting frame's receiver
@@ -409,21 +430,7 @@ __noinline int read_stack(struct tt_go_event *e, __u32 i, __u64 g, const struct 
 			e->getconn_fp = fp;
 		if (e->waiter_frame[i])
 			continue;
-#pragma unroll
-		for (int k = 0; k < TT_WAIT_FRAMES; k++) {
-			if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
-				/* Its argument's spill slot, kept in
-				 * waiter_cookie until resolve_waiter_conns
-				 * replaces it; for an interface of a known type
-				 * (the first TT_ITAB_FRAMES slots), the slot's
-				 * address, until resolve_itab_frames checks its
-				 * type. */
-				__u64 a = frame_args(fp) + cl->wait_arg[k];
-				e->waiter_cookie[i] = k < TT_ITAB_FRAMES ? a : read_u64(a);
-				e->waiter_fd[i] = k;
-				e->waiter_frame[i] = j + 1;
-			}
-		}
+		match_frame(e, i, j, pc, fp, cl);
 	}
 	return 0;
 }
@@ -505,18 +512,11 @@ __noinline int deep_frame(struct tt_go_event *e, __u32 i, __u64 g, const struct 
 		fp = read_u64(fp);
 		if (j < TT_GO_WAIT_STACK)
 			continue;
-#pragma unroll
-		for (int k = 0; k < TT_WAIT_FRAMES; k++) {
-			if (pc > cl->wait_lo[k] && pc <= cl->wait_hi[k] && !e->waiter_frame[i]) {
-				__u64 a = frame_args(fp) + cl->wait_arg[k];
-				e->waiter_cookie[i] = k < TT_ITAB_FRAMES ? a : read_u64(a);
-				e->waiter_fd[i] = k;
-				e->waiter_frame[i] = j + 1;
-				e->waiter_frame_pc[i] = pc;
-			}
-		}
-		if (e->waiter_frame[i])
+		match_frame(e, i, j, pc, fp, cl);
+		if (e->waiter_frame[i]) {
+			e->waiter_frame_pc[i] = pc;
 			break;
+		}
 	}
 	return 0;
 }
